@@ -1,0 +1,10 @@
+// Subcommands of the normkit CLI. Each takes the arguments after its name
+// and returns the process exit status.
+#pragma once
+
+namespace normkit::cli {
+
+int lab_main(int argc, char** argv);    // lab.cc: verify the normalization contracts
+int bench_main(int argc, char** argv);  // bench.cc: kernels against the bandwidth ceiling
+
+}  // namespace normkit::cli
