@@ -1,0 +1,272 @@
+// The public entry points: validate every argument, then pick a backend and
+// call its kernel. This is the only place that knows both the public views
+// and the kernel interface.
+#include "normkit/ops.hpp"
+
+#include <cstring>
+
+#include "cpu/kernels.hpp"
+#include "dispatch/validate.hpp"
+#include "normkit/version.hpp"
+
+namespace normkit {
+
+const char* version() noexcept { return NORMKIT_VERSION_STRING; }
+
+namespace {
+
+using detail::Arg;
+using detail::NormKind;
+using detail::stat_dtype;
+using detail::Validator;
+
+constexpr std::initializer_list<DType> kAllDtypes = {DType::f32, DType::f64, DType::f16, DType::bf16};
+
+bool is_16bit(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+// Parameters (weight, bias and their gradients) are in x's dtype or in f32;
+// f64 activations need f64 parameters.
+void check_param_dtype(const Validator& v, const Arg& p, DType x) {
+  if (x == DType::f64)
+    v.dtype_in(p, {DType::f64}, "(f64 activations need f64 parameters)");
+  else
+    v.dtype_in(p, {x, DType::f32}, "(parameters are in the activations' dtype or f32)");
+}
+
+// The residual stream (residual, h, dh_out, dh of the fused ops) is in x's
+// dtype, or f32 when x is 16-bit.
+void check_stream_dtype(const Validator& v, const Arg& r, DType x) {
+  if (is_16bit(x))
+    v.dtype_in(r, {x, DType::f32}, "(the residual stream is in x's dtype or f32)");
+  else
+    v.dtype_in(r, {x}, "(the residual stream is in x's dtype)");
+}
+
+void zero(const Vector& v) {
+  if (v.present()) std::memset(v.data, 0, static_cast<std::size_t>(v.size) * dtype_size(v.dtype));
+}
+
+// The first present argument's dtype, or `fallback`.
+DType first_dtype(std::initializer_list<Arg> args, DType fallback) {
+  for (const Arg& a : args)
+    if (a.present) return a.dtype;
+  return fallback;
+}
+
+struct ForwardCall {
+  const char* fn;
+  NormKind kind;
+  ConstMatrix x;
+  ConstMatrix residual;  // absent for the plain op
+  ConstVector weight, bias;
+  double eps;
+  double weight_offset;
+  Matrix h;  // absent for the plain op
+  Matrix y;
+  Vector mean, rstd;
+  bool fused;
+};
+
+void forward(const ForwardCall& c) {
+  const Validator v(c.fn);
+  const Arg x = Arg::of("x", c.x), residual = Arg::of("residual", c.residual);
+  const Arg weight = Arg::of("weight", c.weight), bias = Arg::of("bias", c.bias);
+  const Arg h = Arg::of("h", ConstMatrix(c.h)), y = Arg::of("y", ConstMatrix(c.y));
+  const Arg mean = Arg::of("mean", ConstVector(c.mean)), rstd = Arg::of("rstd", ConstVector(c.rstd));
+
+  v.required(x);
+  v.structure(x);
+  v.dtype_in(x, kAllDtypes, "");
+  const std::int64_t rows = c.x.rows, D = c.x.cols;
+  v.nonempty_width(rows, D);
+  if (c.fused) {
+    v.matrix(residual, rows, D, "x");
+    check_stream_dtype(v, residual, x.dtype);
+    v.matrix(h, rows, D, "x");
+    v.same_dtype(h, residual);
+  }
+  v.matrix(y, rows, D, "x");
+  v.same_dtype(y, x);
+  v.vector(weight, D, "D");
+  v.vector(bias, D, "D");
+  check_param_dtype(v, weight, x.dtype);
+  check_param_dtype(v, bias, x.dtype);
+  v.same_dtype(bias, weight);
+  v.vector(mean, rows, "rows");
+  v.vector(rstd, rows, "rows");
+  v.dtype_in(mean, {stat_dtype(x.dtype)}, "(statistics of this x dtype)");
+  v.dtype_in(rstd, {stat_dtype(x.dtype)}, "(statistics of this x dtype)");
+  v.eps(c.eps);
+  v.weight_offset(c.weight_offset, weight);
+  v.no_overlap({h, y, mean, rstd}, {x, residual, weight, bias},
+               {{"y", "x"}, {"h", "x"}, {"h", "residual"}});
+  if (rows == 0) return;
+
+  detail::ForwardArgs a;
+  a.kind = c.kind;
+  a.rows = rows;
+  a.D = D;
+  a.x = c.x.data;
+  a.x_stride = c.x.row_stride;
+  if (c.fused) {
+    a.residual = c.residual.data;
+    a.residual_stride = c.residual.row_stride;
+    a.h = c.h.data;
+    a.h_stride = c.h.row_stride;
+  }
+  a.y = c.y.data;
+  a.y_stride = c.y.row_stride;
+  a.weight = c.weight.data;
+  a.bias = c.bias.data;
+  a.weight_offset = c.weight_offset;
+  a.eps = c.eps;
+  a.mean = c.mean.data;
+  a.rstd = c.rstd.data;
+  a.x_dtype = x.dtype;
+  a.res_dtype = c.fused ? residual.dtype : x.dtype;
+  a.w_dtype = first_dtype({weight, bias}, x.dtype);
+  detail::cpu_forward(a);
+}
+
+struct BackwardCall {
+  const char* fn;
+  NormKind kind;
+  ConstMatrix dy;
+  ConstMatrix dh_out;  // fused only, optional
+  ConstMatrix xin;     // x (plain) or h (fused)
+  ConstVector mean, rstd;
+  ConstVector weight;
+  double weight_offset;
+  Matrix dx;  // dx (plain) or dh (fused)
+  Vector dweight, dbias;
+  bool fused;
+};
+
+void backward(const BackwardCall& c) {
+  const Validator v(c.fn);
+  const char* xin_name = c.fused ? "h" : "x";
+  const char* dx_name = c.fused ? "dh" : "dx";
+  const Arg dy = Arg::of("dy", c.dy), dh_out = Arg::of("dh_out", c.dh_out);
+  const Arg xin = Arg::of(xin_name, c.xin);
+  const Arg mean = Arg::of("mean", c.mean), rstd = Arg::of("rstd", c.rstd);
+  const Arg weight = Arg::of("weight", c.weight);
+  const Arg dx = Arg::of(dx_name, ConstMatrix(c.dx));
+  const Arg dweight = Arg::of("dweight", ConstVector(c.dweight));
+  const Arg dbias = Arg::of("dbias", ConstVector(c.dbias));
+
+  v.required(dy);
+  v.structure(dy);
+  v.dtype_in(dy, kAllDtypes, "");
+  const std::int64_t rows = c.dy.rows, D = c.dy.cols;
+  v.nonempty_width(rows, D);
+  v.matrix(xin, rows, D, "dy");
+  if (c.fused) {
+    check_stream_dtype(v, xin, dy.dtype);
+    v.structure(dh_out);
+    if (dh_out.present) v.matrix(dh_out, rows, D, "dy");
+    v.same_dtype(dh_out, xin);
+  } else {
+    v.same_dtype(xin, dy);
+  }
+  v.matrix(dx, rows, D, "dy");
+  v.same_dtype(dx, xin);
+  // An empty (rows = 0) statistic is indistinguishable from an absent one.
+  if (c.kind == NormKind::layer) {
+    if (rows > 0) v.required(mean);
+    v.vector(mean, rows, "rows");
+    v.dtype_in(mean, {stat_dtype(dy.dtype)}, "(as written by the forward)");
+  }
+  if (rows > 0) v.required(rstd);
+  v.vector(rstd, rows, "rows");
+  v.dtype_in(rstd, {stat_dtype(dy.dtype)}, "(as written by the forward)");
+  v.vector(weight, D, "D");
+  v.vector(dweight, D, "D");
+  v.vector(dbias, D, "D");
+  check_param_dtype(v, weight, dy.dtype);
+  check_param_dtype(v, dweight, dy.dtype);
+  check_param_dtype(v, dbias, dy.dtype);
+  v.same_dtype(dweight, weight);
+  v.same_dtype(dbias, weight);
+  v.same_dtype(dbias, dweight);
+  v.weight_offset(c.weight_offset, weight);
+  v.no_overlap({dx, dweight, dbias}, {dy, dh_out, xin, mean, rstd, weight},
+               {{"dx", "dy"}, {"dh", "dh_out"}});
+  if (rows == 0) {
+    // A sum over no rows is zero: the parameter gradients are still written.
+    zero(c.dweight);
+    zero(c.dbias);
+    return;
+  }
+
+  detail::BackwardArgs a;
+  a.kind = c.kind;
+  a.rows = rows;
+  a.D = D;
+  a.dy = c.dy.data;
+  a.dy_stride = c.dy.row_stride;
+  a.xin = c.xin.data;
+  a.xin_stride = c.xin.row_stride;
+  if (dh_out.present) {
+    a.dh_out = c.dh_out.data;
+    a.dh_out_stride = c.dh_out.row_stride;
+  }
+  a.mean = c.mean.data;
+  a.rstd = c.rstd.data;
+  a.weight = c.weight.data;
+  a.weight_offset = c.weight_offset;
+  a.dx = c.dx.data;
+  a.dx_stride = c.dx.row_stride;
+  a.dweight = c.dweight.data;
+  a.dbias = c.dbias.data;
+  a.dy_dtype = dy.dtype;
+  a.xin_dtype = xin.dtype;
+  a.w_dtype = first_dtype({weight, dweight, dbias}, dy.dtype);
+  detail::cpu_backward(a);
+}
+
+}  // namespace
+
+void layer_norm(ConstMatrix x, ConstVector weight, ConstVector bias, double eps, Matrix y, Vector mean,
+                Vector rstd) {
+  forward({"layer_norm", NormKind::layer, x, {}, weight, bias, eps, 0.0, {}, y, mean, rstd, false});
+}
+
+void rms_norm(ConstMatrix x, ConstVector weight, double eps, Matrix y, Vector rstd, double weight_offset) {
+  forward({"rms_norm", NormKind::rms, x, {}, weight, {}, eps, weight_offset, {}, y, {}, rstd, false});
+}
+
+void add_layer_norm(ConstMatrix x, ConstMatrix residual, ConstVector weight, ConstVector bias, double eps,
+                    Matrix h, Matrix y, Vector mean, Vector rstd) {
+  forward({"add_layer_norm", NormKind::layer, x, residual, weight, bias, eps, 0.0, h, y, mean, rstd, true});
+}
+
+void add_rms_norm(ConstMatrix x, ConstMatrix residual, ConstVector weight, double eps, Matrix h, Matrix y,
+                  Vector rstd, double weight_offset) {
+  forward({"add_rms_norm", NormKind::rms, x, residual, weight, {}, eps, weight_offset, h, y, {}, rstd, true});
+}
+
+void layer_norm_backward(ConstMatrix dy, ConstMatrix x, ConstVector mean, ConstVector rstd, ConstVector weight,
+                         Matrix dx, Vector dweight, Vector dbias) {
+  backward({"layer_norm_backward", NormKind::layer, dy, {}, x, mean, rstd, weight, 0.0, dx, dweight, dbias,
+            false});
+}
+
+void rms_norm_backward(ConstMatrix dy, ConstMatrix x, ConstVector rstd, ConstVector weight, Matrix dx,
+                       Vector dweight, double weight_offset) {
+  backward({"rms_norm_backward", NormKind::rms, dy, {}, x, {}, rstd, weight, weight_offset, dx, dweight, {},
+            false});
+}
+
+void add_layer_norm_backward(ConstMatrix dy, ConstMatrix dh_out, ConstMatrix h, ConstVector mean,
+                             ConstVector rstd, ConstVector weight, Matrix dh, Vector dweight, Vector dbias) {
+  backward({"add_layer_norm_backward", NormKind::layer, dy, dh_out, h, mean, rstd, weight, 0.0, dh, dweight,
+            dbias, true});
+}
+
+void add_rms_norm_backward(ConstMatrix dy, ConstMatrix dh_out, ConstMatrix h, ConstVector rstd,
+                           ConstVector weight, Matrix dh, Vector dweight, double weight_offset) {
+  backward({"add_rms_norm_backward", NormKind::rms, dy, dh_out, h, {}, rstd, weight, weight_offset, dh,
+            dweight, {}, true});
+}
+
+}  // namespace normkit

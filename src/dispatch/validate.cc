@@ -1,0 +1,170 @@
+#include "dispatch/validate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "normkit/error.hpp"
+
+namespace normkit::detail {
+
+void fail(std::string_view fn, std::string_view arg, std::string_view what) {
+  std::string msg;
+  msg.reserve(fn.size() + arg.size() + what.size() + 4);
+  msg.append(fn).append(": ").append(arg).append(" ").append(what);
+  throw Error(msg);
+}
+
+namespace {
+
+std::string num(std::int64_t v) { return std::to_string(v); }
+
+std::string dtype_list(std::initializer_list<DType> ts) {
+  std::string s;
+  for (DType t : ts) {
+    if (!s.empty()) s += " or ";
+    s += dtype_name(t);
+  }
+  return s;
+}
+
+// Byte offsets, relative to `a`'s start, of the rows of a strided view.
+struct Span {
+  std::intptr_t begin;       // first byte
+  std::intptr_t end;         // one past the last byte
+  std::int64_t rows;
+  std::intptr_t stride;      // bytes between rows
+  std::intptr_t width;       // bytes in a row
+};
+
+Span span_of(const Arg& a) {
+  const auto es = static_cast<std::intptr_t>(dtype_size(a.dtype));
+  const auto begin = reinterpret_cast<std::intptr_t>(a.data);
+  const std::intptr_t stride = static_cast<std::intptr_t>(a.row_stride) * es;
+  const std::intptr_t width = static_cast<std::intptr_t>(a.cols) * es;
+  return {begin, begin + (a.rows - 1) * stride + width, a.rows, stride, width};
+}
+
+std::intptr_t floor_div(std::intptr_t a, std::intptr_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+
+// Do two strided views share a byte? Exact for equal strides (the in-place
+// and interleaved-rows cases); otherwise the conservative interval test.
+bool overlaps(const Arg& a, const Arg& b) {
+  const Span sa = span_of(a), sb = span_of(b);
+  if (sa.end <= sb.begin || sb.end <= sa.begin) return false;
+  if (sa.stride != sb.stride || sa.rows == 1 || sb.rows == 1 || sa.stride == 0) return true;
+  // Row r of a meets row s of b iff, with k = r − s and d = b − a,
+  //   d − width_a < k·stride < d + width_b.
+  const std::intptr_t d = sb.begin - sa.begin, S = sa.stride;
+  const std::intptr_t k_lo = std::max<std::intptr_t>(floor_div(d - sa.width, S) + 1, -(sb.rows - 1));
+  const std::intptr_t k_hi = std::min<std::intptr_t>(floor_div(d + sb.width - 1, S), sa.rows - 1);
+  return k_lo <= k_hi;
+}
+
+bool identical(const Arg& a, const Arg& b) {
+  return a.data == b.data && a.row_stride == b.row_stride && a.dtype == b.dtype &&
+         a.rows == b.rows && a.cols == b.cols;
+}
+
+bool has_bytes(const Arg& a) { return a.present && a.rows > 0 && a.cols > 0; }
+
+}  // namespace
+
+Arg Arg::of(std::string_view name, ConstMatrix m) {
+  // A default-constructed view (null data, no rows) is an absent optional.
+  const bool present = m.data != nullptr || m.rows != 0 || m.cols != 0;
+  return {name, m.data, m.dtype, m.rows, m.cols, m.row_stride, m.device, present};
+}
+
+Arg Arg::of(std::string_view name, ConstVector v) {
+  const bool present = v.data != nullptr || v.size != 0;
+  return {name, v.data, v.dtype, 1, v.size, v.size, v.device, present};
+}
+
+void Validator::structure(const Arg& a) const {
+  if (!a.present) return;
+  if (a.device != Device::cpu)
+    fail(fn_, a.name, "is on device " + std::string(device_name(a.device)) +
+                          ", expected cpu (this build has no CUDA backend)");
+  if (a.rows < 0 || a.cols < 0)
+    fail(fn_, a.name, "has negative shape (" + num(a.rows) + ", " + num(a.cols) + ")");
+  if (a.data == nullptr && a.rows > 0 && a.cols > 0)
+    fail(fn_, a.name, "has a null data pointer but " + num(a.rows * a.cols) + " elements");
+  if (a.rows > 1 && a.row_stride < a.cols)
+    fail(fn_, a.name, "has row_stride " + num(a.row_stride) + ", expected >= D = " + num(a.cols));
+}
+
+void Validator::required(const Arg& a) const {
+  if (!a.present) fail(fn_, a.name, "is missing, expected a tensor");
+}
+
+void Validator::matrix(const Arg& a, std::int64_t rows, std::int64_t D,
+                       std::string_view shape_of) const {
+  required(a);
+  structure(a);
+  if (a.rows != rows || a.cols != D)
+    fail(fn_, a.name, "has shape (" + num(a.rows) + ", " + num(a.cols) + "), expected (" + num(rows) +
+                          ", " + num(D) + ") like " + std::string(shape_of));
+}
+
+void Validator::vector(const Arg& a, std::int64_t n, std::string_view n_name) const {
+  if (!a.present) return;
+  structure(a);
+  if (a.cols != n)
+    fail(fn_, a.name, "has " + num(a.cols) + " elements, expected " + std::string(n_name) + " = " + num(n));
+}
+
+void Validator::dtype_in(const Arg& a, std::initializer_list<DType> allowed, std::string_view why) const {
+  if (!a.present) return;
+  if (std::find(allowed.begin(), allowed.end(), a.dtype) == allowed.end())
+    fail(fn_, a.name, "has dtype " + std::string(dtype_name(a.dtype)) + ", expected " +
+                          dtype_list(allowed) + " " + std::string(why));
+}
+
+void Validator::same_dtype(const Arg& a, const Arg& b) const {
+  if (!a.present || !b.present || a.dtype == b.dtype) return;
+  fail(fn_, a.name, "has dtype " + std::string(dtype_name(a.dtype)) + ", expected " +
+                        std::string(dtype_name(b.dtype)) + " (the dtype of " + std::string(b.name) + ")");
+}
+
+void Validator::eps(double eps) const {
+  if (!std::isfinite(eps) || eps < 0)
+    fail(fn_, "eps", "is " + std::to_string(eps) + ", expected a finite value >= 0");
+}
+
+void Validator::weight_offset(double offset, const Arg& weight) const {
+  if (!std::isfinite(offset))
+    fail(fn_, "weight_offset", "is " + std::to_string(offset) + ", expected a finite value");
+  if (offset != 0.0 && !weight.present)
+    fail(fn_, "weight_offset", "is " + std::to_string(offset) + " but weight is absent, expected a weight to offset");
+}
+
+void Validator::nonempty_width(std::int64_t rows, std::int64_t D) const {
+  if (rows > 0 && D == 0)
+    fail(fn_, "x", "has D = 0 with " + num(rows) + " rows, expected D >= 1 (a norm over no features has no mean)");
+}
+
+void Validator::no_overlap(std::initializer_list<Arg> outputs, std::initializer_list<Arg> inputs,
+                           std::initializer_list<InPlace> allowed) const {
+  for (auto o = outputs.begin(); o != outputs.end(); ++o) {
+    if (!has_bytes(*o)) continue;
+    for (auto p = o + 1; p != outputs.end(); ++p)
+      if (has_bytes(*p) && overlaps(*o, *p))
+        fail(fn_, o->name, "overlaps output " + std::string(p->name) + ", expected separate memory");
+    for (const Arg& in : inputs) {
+      if (!has_bytes(in) || !overlaps(*o, in)) continue;
+      const bool may_alias = std::any_of(allowed.begin(), allowed.end(), [&](const InPlace& ip) {
+        return ip.output == o->name && ip.input == in.name;
+      });
+      if (may_alias && identical(*o, in)) continue;
+      fail(fn_, o->name,
+           "overlaps input " + std::string(in.name) +
+               (may_alias ? ", expected either separate memory or exactly the same view (in-place)"
+                          : ", expected separate memory"));
+    }
+  }
+}
+
+}  // namespace normkit::detail

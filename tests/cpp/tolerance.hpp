@@ -1,0 +1,157 @@
+// Error budgets for comparing a kernel against the fp64 oracle, derived from
+// the arithmetic the kernels do (the bound documented in normkit/ops.hpp).
+//
+// Derivation (forward; u = unit roundoff of the f32 — or f64 — accumulation):
+//  * 16-bit inputs widen to f32 exactly, so all error comes from f32
+//    arithmetic and from the final rounding to the output dtype.
+//  * A sum of D terms accumulated in k independent lanes and then combined
+//    has a rounding error bounded in practice by about √D·u·Σ|terms| (random-
+//    walk growth; the worst case D·u is never approached with lane-parallel
+//    sums and the test data here). We budget 4·(√D + 2)·u, the +2 covering
+//    the divide, sqrt and reciprocal that follow the sum.
+//  * The mean carries an absolute error of that size times mean|x|; after
+//    multiplying by rstd this is an absolute error in x̂ of 4(√D+2)·u·rstd·mean|x|.
+//    rstd carries a relative error of the same size, i.e. an absolute error
+//    in x̂ of 4(√D+2)·u·|x̂|. Multiplying by the gain scales both by |g|; adding
+//    the bias adds one rounding of |b|.
+//  * Finally the result is rounded to the output dtype: u_out·|y|, and an
+//    output in the subnormal range may be off by half its smallest step.
+// So |y − y_ref| ≤ u_out·|y_ref| + 4(√D+2)·u·(|g|(|x̂| + rstd·mean|x|) + |b|) + tiny.
+//
+// Backward: the same argument applied term by term to
+//   dx = rstd·(g − mean(g) − x̂·mean(g·x̂))
+// gives a budget proportional to rstd·(|g| + mean|g| + |x̂|·mean|g·x̂|) plus the
+// error x̂ carries (above) times mean|g·x̂|·rstd; dweight = Σ_rows dy·x̂ adds
+// √rows growth from the sum over rows.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "normkit/tensor.hpp"
+#include "reference.hpp"
+
+namespace normkit::test {
+
+// Unit roundoff (half an ulp at 1) of a storage dtype.
+inline double unit_roundoff(DType t) {
+  switch (t) {
+    case DType::f64: return 0x1p-53;
+    case DType::f32: return 0x1p-24;
+    case DType::f16: return 0x1p-11;
+    case DType::bf16: return 0x1p-8;
+  }
+  return 1.0;
+}
+
+// Unit roundoff of the arithmetic used for activations of dtype x.
+inline double accum_roundoff(DType x) { return x == DType::f64 ? 0x1p-53 : 0x1p-24; }
+
+// Half the smallest positive subnormal of a dtype: the absolute rounding
+// error of an output that lands in the subnormal range.
+inline double half_min_subnormal(DType t) {
+  switch (t) {
+    case DType::f64: return 0.0;  // 2^-1075 underflows double itself
+    case DType::f32: return 0x1p-150;
+    case DType::f16: return 0x1p-25;
+    case DType::bf16: return 0x1p-134;
+  }
+  return 0.0;
+}
+
+// The growth factor of an accumulated quantity over n terms.
+inline double growth(std::int64_t n) { return 4.0 * (std::sqrt(static_cast<double>(n)) + 2.0); }
+
+// Per-element budget: u_out·|ref| + growth·u_acc·scale + half a subnormal step.
+inline double budget(DType out, DType acc, double growth_factor, double ref, double scale) {
+  return unit_roundoff(out) * std::abs(ref) + growth_factor * accum_roundoff(acc) * scale +
+         half_min_subnormal(out);
+}
+
+// Dense double copies of a kernel's inputs, and the per-element scales that
+// the budget multiplies. gain and bias are (D) with absent = 1 / 0 already
+// filled in (and the RMSNorm offset added).
+struct Scales {
+  std::vector<double> y;        // (rows·D)  |g|(|x̂| + rstd·mean|x|) + |b|
+  std::vector<double> dx;       // (rows·D)
+  std::vector<double> dweight;  // (D)
+  std::vector<double> dbias;    // (D)
+};
+
+// xhat and rstd from the oracle's statistics; layer: LayerNorm (centred).
+inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy, std::int64_t rows,
+                     std::int64_t D, const std::vector<double>& gain, const std::vector<double>& bias,
+                     const reference::Forward& ref, bool layer) {
+  Scales s{std::vector<double>(x.size()), std::vector<double>(x.size()), std::vector<double>(D, 0.0),
+           std::vector<double>(D, 0.0)};
+  std::vector<double> xhat(D);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double* xr = &x[r * D];
+    const double rstd = ref.rstd[r];
+    const double mu = layer ? ref.mean[r] : 0.0;
+    double mean_abs = 0;
+    for (std::int64_t j = 0; j < D; ++j) mean_abs += std::abs(xr[j]);
+    mean_abs /= static_cast<double>(D);
+    const double shift_err = rstd * mean_abs;  // absolute error in x̂ from the statistics
+    for (std::int64_t j = 0; j < D; ++j) {
+      xhat[j] = (xr[j] - mu) * rstd;
+      s.y[r * D + j] = std::abs(gain[j]) * (std::abs(xhat[j]) + shift_err) + std::abs(bias[j]);
+    }
+    if (dy == nullptr) continue;
+    const double* dyr = &(*dy)[r * D];
+    double mean_g = 0, mean_gx = 0;
+    for (std::int64_t j = 0; j < D; ++j) {
+      const double g = std::abs(gain[j] * dyr[j]);
+      mean_g += g;
+      mean_gx += g * (std::abs(xhat[j]) + shift_err);
+      s.dweight[j] += std::abs(dyr[j]) * (std::abs(xhat[j]) + shift_err);
+      s.dbias[j] += std::abs(dyr[j]);
+    }
+    mean_g /= static_cast<double>(D);
+    mean_gx /= static_cast<double>(D);
+    for (std::int64_t j = 0; j < D; ++j) {
+      const double g = std::abs(gain[j] * dyr[j]);
+      s.dx[r * D + j] = rstd * (g + mean_g + (std::abs(xhat[j]) + shift_err) * mean_gx);
+    }
+  }
+  return s;
+}
+
+// Compares n values of `got` (a matrix view or vector, widened to double)
+// with `ref`. On failure, reports the worst element: index, value, reference,
+// budget and how many budgets past it is.
+inline ::testing::AssertionResult within_budget(const std::vector<double>& got, const std::vector<double>& ref,
+                                                const std::vector<double>& scale, DType out, DType acc,
+                                                double growth_factor, const std::string& what) {
+  if (got.size() != ref.size()) return ::testing::AssertionFailure() << what << ": size mismatch";
+  double worst_ratio = 0;
+  std::size_t worst = 0;
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double b = budget(out, acc, growth_factor, ref[i], scale[i]);
+    const double err = std::abs(got[i] - ref[i]);
+    const bool same_nonfinite = !std::isfinite(ref[i]) && (std::isnan(ref[i]) ? std::isnan(got[i]) : got[i] == ref[i]);
+    if (same_nonfinite) continue;
+    const double ratio = std::isnan(err) ? INFINITY : err / b;
+    if (ratio > 1.0) ++bad;
+    if (ratio > worst_ratio || (std::isnan(err) && worst_ratio != INFINITY)) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  std::ostringstream os;
+  os.precision(10);
+  os << what << ": " << bad << " of " << got.size() << " elements past the budget; worst at index " << worst
+     << ": got " << got[worst] << ", reference " << ref[worst] << ", budget "
+     << budget(out, acc, growth_factor, ref[worst], scale[worst]) << " (" << worst_ratio << "x the budget)";
+  return ::testing::AssertionFailure() << os.str();
+}
+
+}  // namespace normkit::test
