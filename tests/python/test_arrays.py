@@ -76,7 +76,7 @@ class Case:
         return a, buf
 
     def params(self, rng) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
-        wdt = DTYPES[self.dtype if self.weight == "same" else "float32"]
+        wdt = DTYPES["float32" if self.weight == "float32" else self.dtype]
         w = None if self.weight == "none" else (1 + 0.5 * rng.standard_normal(self.norm)).astype(wdt)
         b = None if not self.bias else (0.5 * rng.standard_normal(self.norm)).astype(wdt)
         return w, b
