@@ -36,6 +36,7 @@ _F32_EPS = float(np.finfo(np.float32).eps)
 _F64_EPS = float(np.finfo(np.float64).eps)
 
 _torch_ops = None  # normkit._torch_ops, imported on the first tensor argument
+_modules = sys.modules
 
 
 def _torch_module():
@@ -49,7 +50,7 @@ def _torch_module():
 
 def _is_tensor(x: object) -> bool:
     # Never import torch just to ask: a tensor argument means it is loaded.
-    torch = sys.modules.get("torch")
+    torch = _modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)
 
 
@@ -147,7 +148,7 @@ def layer_norm(
         written then.
     """
     if _is_tensor(input):
-        return _torch_module().layer_norm(input, normalized_shape, weight, bias, eps, out, return_stats)
+        return (_torch_ops or _torch_module()).layer_norm(input, normalized_shape, weight, bias, eps, out, return_stats)
     x = _as_numpy("layer_norm", "input", input)
     y = np.empty_like(x, order="C") if out is None else out
     if return_stats:
@@ -206,7 +207,7 @@ def rms_norm(
         Invalid shapes, layouts, dtype combinations or `eps`.
     """
     if _is_tensor(input):
-        return _torch_module().rms_norm(
+        return (_torch_ops or _torch_module()).rms_norm(
             input, normalized_shape, weight, eps, weight_offset, out, return_stats
         )
     x = _as_numpy("rms_norm", "input", input)
@@ -267,7 +268,7 @@ def add_layer_norm(
         As for :func:`layer_norm`.
     """
     if _is_tensor(input):
-        return _torch_module().add_layer_norm(
+        return (_torch_ops or _torch_module()).add_layer_norm(
             input, residual, normalized_shape, weight, bias, eps, out, residual_out, return_stats
         )
     x = _as_numpy("add_layer_norm", "input", input)
@@ -316,7 +317,7 @@ def add_rms_norm(
         As for :func:`rms_norm`.
     """
     if _is_tensor(input):
-        return _torch_module().add_rms_norm(
+        return (_torch_ops or _torch_module()).add_rms_norm(
             input, residual, normalized_shape, weight, eps, weight_offset, out, residual_out, return_stats
         )
     x = _as_numpy("add_rms_norm", "input", input)
@@ -396,7 +397,7 @@ def layer_norm_backward(
         As for :func:`layer_norm`.
     """
     if _is_tensor(input):
-        return _torch_module().layer_norm_backward(
+        return (_torch_ops or _torch_module()).layer_norm_backward(
             grad_output, input, normalized_shape, mean, rstd, weight, output_mask, out
         )
     x = _as_numpy("layer_norm_backward", "input", input)
@@ -447,7 +448,7 @@ def rms_norm_backward(
         As for :func:`rms_norm`.
     """
     if _is_tensor(input):
-        return _torch_module().rms_norm_backward(
+        return (_torch_ops or _torch_module()).rms_norm_backward(
             grad_output, input, normalized_shape, rstd, weight, weight_offset, output_mask, out
         )
     x = _as_numpy("rms_norm_backward", "input", input)
@@ -502,7 +503,7 @@ def add_layer_norm_backward(
         As for :func:`layer_norm`.
     """
     if _is_tensor(residual_out):
-        return _torch_module().add_layer_norm_backward(
+        return (_torch_ops or _torch_module()).add_layer_norm_backward(
             grad_output, grad_residual_out, residual_out, normalized_shape, mean, rstd, weight,
             output_mask, out,
         )
@@ -550,7 +551,7 @@ def add_rms_norm_backward(
         As for :func:`rms_norm`.
     """
     if _is_tensor(residual_out):
-        return _torch_module().add_rms_norm_backward(
+        return (_torch_ops or _torch_module()).add_rms_norm_backward(
             grad_output, grad_residual_out, residual_out, normalized_shape, rstd, weight,
             weight_offset, output_mask, out,
         )

@@ -34,6 +34,9 @@ from ._functional import _F32_EPS, _F64_EPS
 ShapeLike = Union[int, Sequence[int]]
 
 _is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_empty_like = torch.empty_like
+_bump_version = torch.autograd.graph.increment_version
 _contiguous = torch.contiguous_format
 
 
@@ -52,12 +55,6 @@ def _stat_dtype(x: Tensor) -> torch.dtype:
 def _stats(x: Tensor, normalized_shape: ShapeLike) -> Tensor:
     """An uninitialised per-row statistics tensor for `x` (shape ``lead``)."""
     return x.new_empty(x.shape[: x.dim() - _ndims(normalized_shape)], dtype=_stat_dtype(x))
-
-
-def _rms_eps(x: Tensor, eps: Optional[float]) -> float:
-    if eps is not None:
-        return eps
-    return _F64_EPS if x.dtype == torch.float64 else _F32_EPS
 
 
 def as_rows(t: Tensor, normalized_shape: ShapeLike) -> Tensor:
@@ -91,15 +88,6 @@ def as_rows(t: Tensor, normalized_shape: ShapeLike) -> Tensor:
         else:
             expect *= shape[i]
     return t
-
-
-def _needs_grad(*tensors: Optional[Tensor]) -> bool:
-    if not torch.is_grad_enabled():
-        return False
-    for t in tensors:
-        if t is not None and t.requires_grad:
-            return True
-    return False
 
 
 def _no_autograd_out(fn: str) -> None:
@@ -536,48 +524,65 @@ _add_rms_norm_op.register_autograd(_add_rms_norm_autograd, setup_context=_add_rm
 # are documented there (normkit._functional).
 
 
+# The hot path of a call is: not compiling, no autograd, no out=, no stats.
+# Each branch below costs a few hundred nanoseconds of Python, which is what
+# a single-row call spends outside the kernel, so the checks are inlined.
+# torch.empty_like (preserve_format) is the cheapest allocation; for an input
+# the binding accepts (rows reachable with one stride) it gives an output of
+# the same layout or a contiguous one.
+
+
 def layer_norm(input, normalized_shape, weight, bias, eps, out, return_stats):
     if _is_compiling():
         y, mean, rstd = torch.ops.normkit.layer_norm(input, _shape_list(normalized_shape), weight, bias, eps)
         if out is not None:
             y = out.copy_(y)
         return (y, mean, rstd) if return_stats else y
-    if _needs_grad(input, weight, bias):
+    if _grad_enabled() and (
+        input.requires_grad
+        or (weight is not None and weight.requires_grad)
+        or (bias is not None and bias.requires_grad)
+    ):
         if out is not None:
             _no_autograd_out("layer_norm")
         y, mean, rstd = _LayerNormFn.apply(input, normalized_shape, weight, bias, eps)
         return (y, mean, rstd) if return_stats else y
-    y = torch.empty_like(input, memory_format=_contiguous) if out is None else out
+    if out is None and not return_stats:
+        y = _empty_like(input)
+        _C.layer_norm(input, normalized_shape, weight, bias, eps, y)
+        return y
+    y = _empty_like(input) if out is None else out
+    mean = rstd = None
     if return_stats:
         mean, rstd = _stats(input, normalized_shape), _stats(input, normalized_shape)
-        _C.layer_norm(input, normalized_shape, weight, bias, eps, y, mean, rstd)
-    else:
-        _C.layer_norm(input, normalized_shape, weight, bias, eps, y)
+    _C.layer_norm(input, normalized_shape, weight, bias, eps, y, mean, rstd)
     if out is not None:
-        torch.autograd.graph.increment_version(out)  # as any in-place write does
+        _bump_version(out)  # as any in-place write does
     return (y, mean, rstd) if return_stats else y
 
 
 def rms_norm(input, normalized_shape, weight, eps, weight_offset, out, return_stats):
-    eps = _rms_eps(input, eps)
+    if eps is None:
+        eps = _F64_EPS if input.dtype == torch.float64 else _F32_EPS
     if _is_compiling():
         y, rstd = torch.ops.normkit.rms_norm(input, _shape_list(normalized_shape), weight, eps, weight_offset)
         if out is not None:
             y = out.copy_(y)
         return (y, rstd) if return_stats else y
-    if _needs_grad(input, weight):
+    if _grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)):
         if out is not None:
             _no_autograd_out("rms_norm")
         y, rstd = _RMSNormFn.apply(input, normalized_shape, weight, eps, weight_offset)
         return (y, rstd) if return_stats else y
-    y = torch.empty_like(input, memory_format=_contiguous) if out is None else out
-    if return_stats:
-        rstd = _stats(input, normalized_shape)
-        _C.rms_norm(input, normalized_shape, weight, eps, y, rstd, weight_offset)
-    else:
+    if out is None and not return_stats:
+        y = _empty_like(input)
         _C.rms_norm(input, normalized_shape, weight, eps, y, None, weight_offset)
+        return y
+    y = _empty_like(input) if out is None else out
+    rstd = _stats(input, normalized_shape) if return_stats else None
+    _C.rms_norm(input, normalized_shape, weight, eps, y, rstd, weight_offset)
     if out is not None:
-        torch.autograd.graph.increment_version(out)
+        _bump_version(out)
     return (y, rstd) if return_stats else y
 
 
@@ -591,26 +596,32 @@ def add_layer_norm(input, residual, normalized_shape, weight, bias, eps, out, re
         if residual_out is not None:
             h = residual_out.copy_(h)
         return (y, h, mean, rstd) if return_stats else (y, h)
-    if _needs_grad(input, residual, weight, bias):
+    if _grad_enabled() and (
+        input.requires_grad
+        or residual.requires_grad
+        or (weight is not None and weight.requires_grad)
+        or (bias is not None and bias.requires_grad)
+    ):
         if out is not None or residual_out is not None:
             _no_autograd_out("add_layer_norm")
         y, h, mean, rstd = _AddLayerNormFn.apply(input, residual, normalized_shape, weight, bias, eps)
         return (y, h, mean, rstd) if return_stats else (y, h)
-    y = torch.empty_like(input, memory_format=_contiguous) if out is None else out
-    h = torch.empty_like(residual, memory_format=_contiguous) if residual_out is None else residual_out
+    y = _empty_like(input) if out is None else out
+    h = _empty_like(residual) if residual_out is None else residual_out
     mean = rstd = None
     if return_stats:
         mean, rstd = _stats(input, normalized_shape), _stats(input, normalized_shape)
     _C.add_layer_norm(input, residual, normalized_shape, weight, bias, eps, y, h, mean, rstd)
     if out is not None:
-        torch.autograd.graph.increment_version(out)
+        _bump_version(out)
     if residual_out is not None:
-        torch.autograd.graph.increment_version(residual_out)
+        _bump_version(residual_out)
     return (y, h, mean, rstd) if return_stats else (y, h)
 
 
 def add_rms_norm(input, residual, normalized_shape, weight, eps, weight_offset, out, residual_out, return_stats):
-    eps = _rms_eps(input, eps)
+    if eps is None:
+        eps = _F64_EPS if input.dtype == torch.float64 else _F32_EPS
     if _is_compiling():
         y, h, rstd = torch.ops.normkit.add_rms_norm(
             input, residual, _shape_list(normalized_shape), weight, eps, weight_offset
@@ -620,19 +631,21 @@ def add_rms_norm(input, residual, normalized_shape, weight, eps, weight_offset, 
         if residual_out is not None:
             h = residual_out.copy_(h)
         return (y, h, rstd) if return_stats else (y, h)
-    if _needs_grad(input, residual, weight):
+    if _grad_enabled() and (
+        input.requires_grad or residual.requires_grad or (weight is not None and weight.requires_grad)
+    ):
         if out is not None or residual_out is not None:
             _no_autograd_out("add_rms_norm")
         y, h, rstd = _AddRMSNormFn.apply(input, residual, normalized_shape, weight, eps, weight_offset)
         return (y, h, rstd) if return_stats else (y, h)
-    y = torch.empty_like(input, memory_format=_contiguous) if out is None else out
-    h = torch.empty_like(residual, memory_format=_contiguous) if residual_out is None else residual_out
+    y = _empty_like(input) if out is None else out
+    h = _empty_like(residual) if residual_out is None else residual_out
     rstd = _stats(input, normalized_shape) if return_stats else None
     _C.add_rms_norm(input, residual, normalized_shape, weight, eps, y, h, rstd, weight_offset)
     if out is not None:
-        torch.autograd.graph.increment_version(out)
+        _bump_version(out)
     if residual_out is not None:
-        torch.autograd.graph.increment_version(residual_out)
+        _bump_version(residual_out)
     return (y, h, rstd) if return_stats else (y, h)
 
 
@@ -646,7 +659,7 @@ def layer_norm_backward(grad_output, input, normalized_shape, mean, rstd, weight
     db = _empty_param_grad(weight, output_mask[2], input)
     _C.layer_norm_backward(grad_output, input, normalized_shape, mean, rstd, weight, dx, dw, db)
     if out is not None:
-        torch.autograd.graph.increment_version(out)
+        _bump_version(out)
     return (dx if output_mask[0] else None), dw, db
 
 
@@ -655,7 +668,7 @@ def rms_norm_backward(grad_output, input, normalized_shape, rstd, weight, weight
     dw = _empty_param_grad(weight, output_mask[1], input)
     _C.rms_norm_backward(grad_output, input, normalized_shape, rstd, weight, dx, dw, weight_offset)
     if out is not None:
-        torch.autograd.graph.increment_version(out)
+        _bump_version(out)
     return (dx if output_mask[0] else None), dw
 
 
@@ -669,7 +682,7 @@ def add_layer_norm_backward(
         grad_output, grad_residual_out, residual_out, normalized_shape, mean, rstd, weight, dh, dw, db
     )
     if out is not None:
-        torch.autograd.graph.increment_version(out)
+        _bump_version(out)
     return (dh if output_mask[0] else None), dw, db
 
 
@@ -682,5 +695,5 @@ def add_rms_norm_backward(
         grad_output, grad_residual_out, residual_out, normalized_shape, rstd, weight, dh, dw, weight_offset
     )
     if out is not None:
-        torch.autograd.graph.increment_version(out)
+        _bump_version(out)
     return (dh if output_mask[0] else None), dw

@@ -135,8 +135,8 @@ struct Array {
   void* data = nullptr;
   DType dtype = DType::f32;
   int ndim = 0;
-  std::int64_t shape[kMaxDims] = {};
-  std::int64_t strides[kMaxDims] = {};  // in elements
+  std::int64_t shape[kMaxDims];  // first ndim valid
+  std::int64_t strides[kMaxDims];  // first ndim valid, in elements
   Device device = Device::cpu;
   // What keeps the data alive beyond the caller's reference: a uint16 view
   // of a bfloat16 array, and nanobind's imported DLPack tensor.
