@@ -53,10 +53,22 @@ constexpr std::size_t kAcc = 4;
 
 // Running (count, mean, M2) of a row, merged chunk by chunk with Chan et
 // al.'s parallel-variance update. Scalar and in double: it runs once per
-// chunk, so its cost is negligible, and it loses nothing to the merge.
+// chunk, so its cost is negligible.
+//
+// The means are kept relative to a shift K (the first chunk's rounded mean).
+// Chan's update subtracts chunk means; for rows like 1e4 + noise those are
+// nearly equal, and each carries a rounding error of ulp(1e4), which would
+// leak into M2. Relative to K they are noise-sized and the subtraction is
+// harmless.
 struct Moments {
-  double n = 0, mean = 0, m2 = 0;
-  void merge(double nb, double mean_b, double m2_b) {
+  double n = 0, shift = 0, mean = 0, m2 = 0;  // mean is relative to shift
+
+  // A chunk of nb elements whose values x satisfy Σ(x − m) = e and
+  // Σ(x − m)² = q (the corrected two-pass sums around the chunk's rough mean m).
+  void merge(double nb, double m, double e, double q) {
+    if (n == 0) shift = m;
+    const double mean_b = (m - shift) + e / nb;  // m − shift is exact (Sterbenz, or f32 values in f64)
+    const double m2_b = q - e * e / nb;
     const double total = n + nb;
     const double delta = mean_b - mean;
     mean += delta * (nb / total);
@@ -179,10 +191,12 @@ HWY_INLINE double FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_REST
   return SumToDouble(dc, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
 }
 
-// Row statistics. For LayerNorm: mean and M2 = Σ(x − mean)². For RMSNorm:
-// m2 = Σx² (mean unused). Values are of x·scale.
+// Row statistics of x·scale. LayerNorm: mean = shift + mean_rel (kept apart,
+// so the output pass can subtract the mean in two pieces) and
+// M2 = Σ(x − mean)². RMSNorm: m2 = Σx² and the rest 0.
 struct RowStats {
-  double mean = 0, m2 = 0;
+  double shift = 0, mean_rel = 0, m2 = 0;
+  double mean() const { return shift + mean_rel; }
 };
 
 template <NormKind K, class DC, class T>
@@ -191,7 +205,7 @@ HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, 
   if constexpr (K == NormKind::rms) {
     double q = 0;
     for (std::size_t off = 0; off < D; off += kChunk) q += SquaresChunk(dc, p + off, std::min(kChunk, D - off), scale);
-    return {0.0, q};
+    return {0.0, 0.0, q};
   } else {
     Moments mo;
     for (std::size_t off = 0; off < D; off += kChunk) {
@@ -200,9 +214,9 @@ HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, 
       const C m = static_cast<C>(SumChunk(dc, p + off, n, scale) / nd);
       double e = 0, q = 0;
       CentredChunk(dc, p + off, n, scale, m, e, q);
-      mo.merge(nd, static_cast<double>(m) + e / nd, q - e * e / nd);
+      mo.merge(nd, static_cast<double>(m), e, q);
     }
-    return {mo.mean, mo.m2};
+    return {mo.shift, mo.mean, mo.m2};
   }
 }
 
@@ -214,7 +228,7 @@ HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* H
     double q = 0;
     for (std::size_t off = 0; off < D; off += kChunk)
       q += FusedChunk<true>(dc, x + off, r + off, h + off, std::min(kChunk, D - off));
-    return {0.0, q};
+    return {0.0, 0.0, q};
   } else {
     Moments mo;
     for (std::size_t off = 0; off < D; off += kChunk) {
@@ -223,22 +237,27 @@ HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* H
       const C m = static_cast<C>(FusedChunk<false>(dc, x + off, r + off, h + off, n) / nd);
       double e = 0, q = 0;
       CentredChunk(dc, h + off, n, C{1}, m, e, q);  // the stored h, now in L1
-      mo.merge(nd, static_cast<double>(m) + e / nd, q - e * e / nd);
+      mo.merge(nd, static_cast<double>(m), e, q);
     }
-    return {mo.mean, mo.m2};
+    return {mo.shift, mo.mean, mo.m2};
   }
 }
 
-// y = (x·S − M)·R·(w + off) + b, row re-read from cache. S = 1 except for
-// rescued rows (see NormalizeRow). RMSNorm passes M = 0 and no bias.
+// y = ((x·S − M) − M_lo)·R·(w + off) + b, row re-read from cache. S = 1
+// except for rescued rows (see NormalizeRow). The mean is subtracted in two
+// pieces, M + M_lo = mean to twice the compute precision: x − M is exact for
+// x near the mean, so rows like 1e4 + noise keep their digits. That costs one
+// subtraction per vector of a memory-bound loop. RMSNorm passes M = M_lo = 0
+// and no bias.
 template <NormKind K, class DC, class TI, class TY, class TW>
 HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_RESTRICT w,
                           const TW* HWY_RESTRICT b, std::size_t D, hn::TFromD<DC> s, hn::TFromD<DC> m,
-                          hn::TFromD<DC> r, hn::TFromD<DC> off) {
+                          hn::TFromD<DC> m_lo, hn::TFromD<DC> r, hn::TFromD<DC> off) {
   const std::size_t N = hn::Lanes(dc);
-  const auto S = hn::Set(dc, s), M = hn::Set(dc, m), R = hn::Set(dc, r), Off = hn::Set(dc, off);
+  const auto S = hn::Set(dc, s), M = hn::Set(dc, m), Mlo = hn::Set(dc, m_lo), R = hn::Set(dc, r);
+  const auto Off = hn::Set(dc, off);
   auto one = [&](auto xv, auto wv, auto bv) HWY_ATTR {
-    const auto xhat = hn::Mul(hn::MulSub(xv, S, M), R);
+    const auto xhat = hn::Mul(hn::Sub(hn::MulSub(xv, S, M), Mlo), R);
     if constexpr (K == NormKind::layer) return hn::MulAdd(xhat, hn::Add(wv, Off), bv);
     else return hn::Mul(xhat, hn::Add(wv, Off));
   };
@@ -275,7 +294,7 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
   double scale = 1.0;
   double var = st.m2 / Dd;  // RMSNorm: the mean square
   bool rescue = false;
-  if (!(std::isfinite(st.mean) && std::isfinite(st.m2))) {
+  if (!(std::isfinite(st.mean()) && std::isfinite(st.m2))) {
     // Overflow of Σx or Σ(x − mean)² with finite inputs (|x| ~ 1e20 in f32);
     // a row holding NaN or Inf stays non-finite, as it must.
     rescue = RowIsFinite(dc, p, D);
@@ -299,12 +318,17 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
   // is negligible next to it.
   const double eps_s = eps * scale * scale;
   const double rstd_s = std::isfinite(eps_s) ? 1.0 / std::sqrt(var + eps_s) : 1.0 / (std::sqrt(eps) * scale);
-  const C m = static_cast<C>(st.mean);
+  const double mean_s = st.mean();
+  const C m = static_cast<C>(mean_s);
+  // The rest of the mean: shift − m is exact (Sterbenz) whenever it matters.
+  const C m_lo = static_cast<C>((st.shift - static_cast<double>(m)) + st.mean_rel);
   const C r = static_cast<C>(rstd_s);
-  if (K == NormKind::layer && mean_out) *mean_out = scale == 1.0 ? m : static_cast<C>(st.mean / scale);
+  if (K == NormKind::layer && mean_out) *mean_out = scale == 1.0 ? m : static_cast<C>(mean_s / scale);
   if (rstd_out) *rstd_out = scale == 1.0 ? r : static_cast<C>(rstd_s * scale);
-  OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), K == NormKind::layer ? m : C{0}, r,
-               static_cast<C>(offset));
+  if constexpr (K == NormKind::layer)
+    OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), m, m_lo, r, static_cast<C>(offset));
+  else
+    OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), C{0}, C{0}, r, static_cast<C>(offset));
 }
 
 template <class T>
