@@ -86,7 +86,8 @@ class Case:
 def cases(draw) -> Case:
     dtype = draw(st.sampled_from(list(DTYPES)))
     k = draw(st.integers(1, 2))
-    norm = tuple(draw(st.lists(st.sampled_from([1, 2, 3, 7, 16, 33, 111, 256]), min_size=k, max_size=k)))
+    widths = [1, 2, 3, 7, 16, 33, 111, 256]
+    norm = (draw(st.sampled_from(widths)),) + ((draw(st.sampled_from(widths[:5])),) if k == 2 else ())
     lead = tuple(draw(st.lists(st.integers(0, 5), min_size=0, max_size=3)))
     weight = draw(st.sampled_from(["none", "same", "float32"] if dtype in ("float16", "bfloat16") else ["none", "same"]))
     return Case(
@@ -206,10 +207,12 @@ def test_fused_add_matches_fp64_oracle(case: Case, rms: bool, f32_residual: bool
         dh, dw, db = normkit.add_layer_norm_backward(dy, dh_out, h, case.norm, mean, rstd, w)
     w_dtype = w.dtype if w is not None else x.dtype
     g = ref.backward(ref.rows_view(dy, k), want, rms=rms, x_dtype=x.dtype, dx_dtype=h.dtype, w_dtype=w_dtype)
+    # dh = dh_out + rstd (g - mean(g) - xhat mean(g xhat)): besides dx's own
+    # error, each of the (up to 3) operations that add a term to dh_out
+    # rounds at dh_out's magnitude, then the result rounds to h's dtype.
     d_out = ref.rows_view(dh_out, k)
-    ref.assert_within(
-        "dh", ref.rows_view(dh, k), g.dx + d_out, g.tol_dx + ref.UNIT_ROUNDOFF[hn] * np.abs(d_out)
-    )
+    tol = g.tol_dx + (ref.UNIT_ROUNDOFF[hn] + 3 * ref.u_acc(x.dtype)) * np.abs(d_out)
+    ref.assert_within("dh", ref.rows_view(dh, k), g.dx + d_out, tol)
     if w is not None:
         ref.assert_within("dweight", dw.reshape(-1), g.dw, g.tol_dw)
 
