@@ -66,16 +66,6 @@ def _as_numpy(fn: str, name: str, x: object) -> np.ndarray:
     )
 
 
-def _ndims(normalized_shape: ShapeLike) -> int:
-    return 1 if isinstance(normalized_shape, int) else len(normalized_shape)
-
-
-def _stats(x: np.ndarray, normalized_shape: ShapeLike) -> np.ndarray:
-    """An uninitialised statistics array for `x`: shape `lead`, f64 iff x is."""
-    lead = x.shape[: x.ndim - _ndims(normalized_shape)]
-    return np.empty(lead, np.float64 if x.dtype == np.float64 else np.float32)
-
-
 def default_rms_eps(dtype: Any) -> float:
     """The eps that ``rms_norm(..., eps=None)`` uses for inputs of `dtype`.
 
@@ -150,13 +140,7 @@ def layer_norm(
     if _is_tensor(input):
         return (_torch_ops or _torch_module()).layer_norm(input, normalized_shape, weight, bias, eps, out, return_stats)
     x = _as_numpy("layer_norm", "input", input)
-    y = np.empty_like(x, order="C") if out is None else out
-    if return_stats:
-        mean, rstd = _stats(x, normalized_shape), _stats(x, normalized_shape)
-        _C.layer_norm(x, normalized_shape, weight, bias, eps, y, mean, rstd)
-        return y, mean, rstd
-    _C.layer_norm(x, normalized_shape, weight, bias, eps, y)
-    return y
+    return _C.layer_norm(x, normalized_shape, weight, bias, eps, out, return_stats)
 
 
 def rms_norm(
@@ -213,13 +197,7 @@ def rms_norm(
     x = _as_numpy("rms_norm", "input", input)
     if eps is None:
         eps = _F64_EPS if x.dtype == np.float64 else _F32_EPS
-    y = np.empty_like(x, order="C") if out is None else out
-    if return_stats:
-        rstd = _stats(x, normalized_shape)
-        _C.rms_norm(x, normalized_shape, weight, eps, y, rstd, weight_offset)
-        return y, rstd
-    _C.rms_norm(x, normalized_shape, weight, eps, y, None, weight_offset)
-    return y
+    return _C.rms_norm(x, normalized_shape, weight, eps, weight_offset, out, return_stats)
 
 
 def add_layer_norm(
@@ -273,14 +251,7 @@ def add_layer_norm(
         )
     x = _as_numpy("add_layer_norm", "input", input)
     res = _as_numpy("add_layer_norm", "residual", residual)
-    y = np.empty_like(x, order="C") if out is None else out
-    h = np.empty_like(res, order="C") if residual_out is None else residual_out
-    if return_stats:
-        mean, rstd = _stats(x, normalized_shape), _stats(x, normalized_shape)
-        _C.add_layer_norm(x, res, normalized_shape, weight, bias, eps, y, h, mean, rstd)
-        return y, h, mean, rstd
-    _C.add_layer_norm(x, res, normalized_shape, weight, bias, eps, y, h)
-    return y, h
+    return _C.add_layer_norm(x, res, normalized_shape, weight, bias, eps, out, residual_out, return_stats)
 
 
 def add_rms_norm(
@@ -324,24 +295,7 @@ def add_rms_norm(
     res = _as_numpy("add_rms_norm", "residual", residual)
     if eps is None:
         eps = _F64_EPS if x.dtype == np.float64 else _F32_EPS
-    y = np.empty_like(x, order="C") if out is None else out
-    h = np.empty_like(res, order="C") if residual_out is None else residual_out
-    if return_stats:
-        rstd = _stats(x, normalized_shape)
-        _C.add_rms_norm(x, res, normalized_shape, weight, eps, y, h, rstd, weight_offset)
-        return y, h, rstd
-    _C.add_rms_norm(x, res, normalized_shape, weight, eps, y, h, None, weight_offset)
-    return y, h
-
-
-def _grad_param(weight: Optional[Array], x: np.ndarray, want: bool) -> Optional[np.ndarray]:
-    """A parameter gradient to be written, in the weight's dtype; None without a
-    weight. With no rows the library writes nothing (a no-op), and the sum
-    over no rows is 0, so it starts zeroed then."""
-    if not want or weight is None:
-        return None
-    w = _as_numpy("backward", "weight", weight)
-    return np.zeros(w.shape, w.dtype) if x.size == 0 else np.empty(w.shape, w.dtype)
+    return _C.add_rms_norm(x, res, normalized_shape, weight, eps, weight_offset, out, residual_out, return_stats)
 
 
 def layer_norm_backward(
@@ -401,10 +355,9 @@ def layer_norm_backward(
             grad_output, input, normalized_shape, mean, rstd, weight, output_mask, out
         )
     x = _as_numpy("layer_norm_backward", "input", input)
-    dx = np.empty_like(x, order="C") if out is None else out
-    dw = _grad_param(weight, x, output_mask[1])
-    db = _grad_param(weight, x, output_mask[2])
-    _C.layer_norm_backward(grad_output, x, normalized_shape, mean, rstd, weight, dx, dw, db)
+    dx, dw, db = _C.layer_norm_backward(
+        grad_output, x, normalized_shape, mean, rstd, weight, None, out, output_mask[1], output_mask[2]
+    )
     return (dx if output_mask[0] else None), dw, db
 
 
@@ -452,9 +405,7 @@ def rms_norm_backward(
             grad_output, input, normalized_shape, rstd, weight, weight_offset, output_mask, out
         )
     x = _as_numpy("rms_norm_backward", "input", input)
-    dx = np.empty_like(x, order="C") if out is None else out
-    dw = _grad_param(weight, x, output_mask[1])
-    _C.rms_norm_backward(grad_output, x, normalized_shape, rstd, weight, dx, dw, weight_offset)
+    dx, dw = _C.rms_norm_backward(grad_output, x, normalized_shape, rstd, weight, weight_offset, out, output_mask[1])
     return (dx if output_mask[0] else None), dw
 
 
@@ -508,11 +459,9 @@ def add_layer_norm_backward(
             output_mask, out,
         )
     h = _as_numpy("add_layer_norm_backward", "residual_out", residual_out)
-    dh = np.empty_like(h, order="C") if out is None else out
-    dw = _grad_param(weight, h, output_mask[1])
-    db = _grad_param(weight, h, output_mask[2])
-    _C.add_layer_norm_backward(
-        grad_output, grad_residual_out, h, normalized_shape, mean, rstd, weight, dh, dw, db
+    dh, dw, db = _C.add_layer_norm_backward(
+        grad_output, grad_residual_out, h, normalized_shape, mean, rstd, weight, None, out,
+        output_mask[1], output_mask[2],
     )
     return (dh if output_mask[0] else None), dw, db
 
@@ -556,9 +505,7 @@ def add_rms_norm_backward(
             weight_offset, output_mask, out,
         )
     h = _as_numpy("add_rms_norm_backward", "residual_out", residual_out)
-    dh = np.empty_like(h, order="C") if out is None else out
-    dw = _grad_param(weight, h, output_mask[1])
-    _C.add_rms_norm_backward(
-        grad_output, grad_residual_out, h, normalized_shape, rstd, weight, dh, dw, weight_offset
+    dh, dw = _C.add_rms_norm_backward(
+        grad_output, grad_residual_out, h, normalized_shape, rstd, weight, weight_offset, out, output_mask[1]
     )
     return (dh if output_mask[0] else None), dw

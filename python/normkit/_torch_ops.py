@@ -35,7 +35,6 @@ ShapeLike = Union[int, Sequence[int]]
 
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
-_empty_like = torch.empty_like
 _bump_version = torch.autograd.graph.increment_version
 _contiguous = torch.contiguous_format
 
@@ -50,11 +49,6 @@ def _ndims(normalized_shape: ShapeLike) -> int:
 
 def _stat_dtype(x: Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
-
-
-def _stats(x: Tensor, normalized_shape: ShapeLike) -> Tensor:
-    """An uninitialised per-row statistics tensor for `x` (shape ``lead``)."""
-    return x.new_empty(x.shape[: x.dim() - _ndims(normalized_shape)], dtype=_stat_dtype(x))
 
 
 def as_rows(t: Tensor, normalized_shape: ShapeLike) -> Tensor:
@@ -97,30 +91,15 @@ def _no_autograd_out(fn: str) -> None:
     )
 
 
-def _empty_param_grad(p: Optional[Tensor], want: bool, x: Tensor) -> Optional[Tensor]:
-    """A gradient buffer for parameter `p` (None if absent or unwanted). With
-    no rows the library writes nothing, and the sum over no rows is 0."""
-    if not want or p is None:
-        return None
-    if x.numel() == 0:
-        return torch.zeros_like(p, memory_format=_contiguous)
-    return torch.empty_like(p, memory_format=_contiguous)
-
-
-def _fake_param_grad(p: Optional[Tensor], want: bool) -> Optional[Tensor]:
-    return torch.empty_like(p, memory_format=_contiguous) if (want and p is not None) else None
-
-
 # ---------------------------------------------------------------------------
-# Eager autograd: torch.autograd.Function around the kernels.
+# Eager autograd: torch.autograd.Function around the kernels. The binding
+# allocates every output (a C call through the DLPack exchange API).
 
 
 class _LayerNormFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, normalized_shape, weight, bias, eps):
-        y = torch.empty_like(x, memory_format=_contiguous)
-        mean, rstd = _stats(x, normalized_shape), _stats(x, normalized_shape)
-        _C.layer_norm(x, normalized_shape, weight, bias, eps, y, mean, rstd)
+        y, mean, rstd = _C.layer_norm(x, normalized_shape, weight, bias, eps, None, True)
         ctx.save_for_backward(x, weight, bias, mean, rstd)
         ctx.normalized_shape = normalized_shape
         ctx.mark_non_differentiable(mean, rstd)
@@ -134,19 +113,15 @@ class _LayerNormFn(torch.autograd.Function):
             return None, None, None, None, None
         x, weight, bias, mean, rstd = ctx.saved_tensors
         need_x, _, need_w, need_b, _ = ctx.needs_input_grad
-        dy = as_rows(dy, ctx.normalized_shape)
-        dx = torch.empty_like(x, memory_format=_contiguous)
-        dw, db = _empty_param_grad(weight, need_w, x), _empty_param_grad(bias, need_b, x)
-        _C.layer_norm_backward(dy, x, ctx.normalized_shape, mean, rstd, weight, dx, dw, db)
+        ns = ctx.normalized_shape
+        dx, dw, db = _C.layer_norm_backward(as_rows(dy, ns), x, ns, mean, rstd, weight, bias, None, need_w, need_b)
         return (dx if need_x else None), None, dw, db, None
 
 
 class _RMSNormFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, normalized_shape, weight, eps, weight_offset):
-        y = torch.empty_like(x, memory_format=_contiguous)
-        rstd = _stats(x, normalized_shape)
-        _C.rms_norm(x, normalized_shape, weight, eps, y, rstd, weight_offset)
+        y, rstd = _C.rms_norm(x, normalized_shape, weight, eps, weight_offset, None, True)
         ctx.save_for_backward(x, weight, rstd)
         ctx.normalized_shape, ctx.weight_offset = normalized_shape, weight_offset
         ctx.mark_non_differentiable(rstd)
@@ -160,20 +135,15 @@ class _RMSNormFn(torch.autograd.Function):
             return None, None, None, None, None
         x, weight, rstd = ctx.saved_tensors
         need_x, _, need_w, _, _ = ctx.needs_input_grad
-        dy = as_rows(dy, ctx.normalized_shape)
-        dx = torch.empty_like(x, memory_format=_contiguous)
-        dw = _empty_param_grad(weight, need_w, x)
-        _C.rms_norm_backward(dy, x, ctx.normalized_shape, rstd, weight, dx, dw, ctx.weight_offset)
+        ns = ctx.normalized_shape
+        dx, dw = _C.rms_norm_backward(as_rows(dy, ns), x, ns, rstd, weight, ctx.weight_offset, None, need_w)
         return (dx if need_x else None), None, dw, None, None
 
 
 class _AddLayerNormFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, residual, normalized_shape, weight, bias, eps):
-        y = torch.empty_like(x, memory_format=_contiguous)
-        h = torch.empty_like(residual, memory_format=_contiguous)
-        mean, rstd = _stats(x, normalized_shape), _stats(x, normalized_shape)
-        _C.add_layer_norm(x, residual, normalized_shape, weight, bias, eps, y, h, mean, rstd)
+        y, h, mean, rstd = _C.add_layer_norm(x, residual, normalized_shape, weight, bias, eps, None, None, True)
         ctx.save_for_backward(h, weight, bias, mean, rstd)
         ctx.normalized_shape, ctx.x_dtype = normalized_shape, x.dtype
         ctx.mark_non_differentiable(mean, rstd)
@@ -188,12 +158,11 @@ class _AddLayerNormFn(torch.autograd.Function):
         ns = ctx.normalized_shape
         if dy is None:  # only h was used downstream: the norm contributes nothing
             dy = torch.zeros(h.shape, dtype=ctx.x_dtype)
-        dy = as_rows(dy, ns)
         if dh_out is not None:
             dh_out = as_rows(dh_out, ns)
-        dh = torch.empty_like(h, memory_format=_contiguous)
-        dw, db = _empty_param_grad(weight, need_w, h), _empty_param_grad(bias, need_b, h)
-        _C.add_layer_norm_backward(dy, dh_out, h, ns, mean, rstd, weight, dh, dw, db)
+        dh, dw, db = _C.add_layer_norm_backward(
+            as_rows(dy, ns), dh_out, h, ns, mean, rstd, weight, bias, None, need_w, need_b
+        )
         dx = dh.to(ctx.x_dtype) if need_x else None
         return dx, (dh if need_res else None), None, dw, db, None
 
@@ -201,10 +170,7 @@ class _AddLayerNormFn(torch.autograd.Function):
 class _AddRMSNormFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, residual, normalized_shape, weight, eps, weight_offset):
-        y = torch.empty_like(x, memory_format=_contiguous)
-        h = torch.empty_like(residual, memory_format=_contiguous)
-        rstd = _stats(x, normalized_shape)
-        _C.add_rms_norm(x, residual, normalized_shape, weight, eps, y, h, rstd, weight_offset)
+        y, h, rstd = _C.add_rms_norm(x, residual, normalized_shape, weight, eps, weight_offset, None, None, True)
         ctx.save_for_backward(h, weight, rstd)
         ctx.normalized_shape, ctx.x_dtype, ctx.weight_offset = normalized_shape, x.dtype, weight_offset
         ctx.mark_non_differentiable(rstd)
@@ -219,39 +185,49 @@ class _AddRMSNormFn(torch.autograd.Function):
         ns = ctx.normalized_shape
         if dy is None:
             dy = torch.zeros(h.shape, dtype=ctx.x_dtype)
-        dy = as_rows(dy, ns)
         if dh_out is not None:
             dh_out = as_rows(dh_out, ns)
-        dh = torch.empty_like(h, memory_format=_contiguous)
-        dw = _empty_param_grad(weight, need_w, h)
-        _C.add_rms_norm_backward(dy, dh_out, h, ns, rstd, weight, dh, dw, ctx.weight_offset)
+        dh, dw = _C.add_rms_norm_backward(as_rows(dy, ns), dh_out, h, ns, rstd, weight, ctx.weight_offset, None, need_w)
         dx = dh.to(ctx.x_dtype) if need_x else None
         return dx, (dh if need_res else None), None, dw, None, None
 
 
 # ---------------------------------------------------------------------------
-# Custom operators for torch.compile / torch.export. Each implementation
-# allocates its outputs (custom operators must not return views of inputs).
+# Custom operators for torch.compile / torch.export. Outputs are new,
+# contiguous tensors (custom operators must not return views of inputs), as
+# the fake implementations describe; a parameter gradient that was not asked
+# for is an empty tensor (custom operators cannot return None).
 
 _OPT = Optional[Tensor]
+
+
+def _empty(x: Tensor) -> Tensor:
+    return x.new_empty(0)
+
+
+def _fake_like(t: Tensor) -> Tensor:
+    return torch.empty_like(t, memory_format=_contiguous)
+
+
+def _fake_param_grad(p: Optional[Tensor], alt: Optional[Tensor], want: bool, x: Tensor) -> Tensor:
+    proto = p if p is not None else alt
+    return _fake_like(proto) if (want and proto is not None) else _empty(x)
+
+
+def _fake_stats(x: Tensor, normalized_shape: Sequence[int]) -> Tensor:
+    return x.new_empty(x.shape[: x.dim() - len(normalized_shape)], dtype=_stat_dtype(x))
 
 
 @torch.library.custom_op("normkit::layer_norm", mutates_args=())
 def _layer_norm_op(
     input: Tensor, normalized_shape: Sequence[int], weight: _OPT, bias: _OPT, eps: float
 ) -> Tuple[Tensor, Tensor, Tensor]:
-    x = as_rows(input, normalized_shape)
-    y = torch.empty_like(x, memory_format=_contiguous)
-    mean, rstd = _stats(x, normalized_shape), _stats(x, normalized_shape)
-    _C.layer_norm(x, normalized_shape, weight, bias, eps, y, mean, rstd)
-    return y, mean, rstd
+    return _C.layer_norm(as_rows(input, normalized_shape), normalized_shape, weight, bias, eps, None, True)
 
 
 @_layer_norm_op.register_fake
 def _(input, normalized_shape, weight, bias, eps):
-    return torch.empty_like(input, memory_format=_contiguous), _stats(input, normalized_shape), _stats(
-        input, normalized_shape
-    )
+    return _fake_like(input), _fake_stats(input, normalized_shape), _fake_stats(input, normalized_shape)
 
 
 @torch.library.custom_op("normkit::layer_norm_backward", mutates_args=())
@@ -265,24 +241,20 @@ def _layer_norm_backward_op(
     bias: _OPT,
     output_mask: Sequence[bool],
 ) -> Tuple[Tensor, Tensor, Tensor]:
-    """Returns (grad_input, grad_weight, grad_bias); an unrequested parameter
-    gradient is an empty tensor (custom operators cannot return None)."""
-    dy, x = as_rows(grad_output, normalized_shape), as_rows(input, normalized_shape)
-    dx = torch.empty_like(x, memory_format=_contiguous)
-    dw = _empty_param_grad(weight, output_mask[1], x)
-    db = _empty_param_grad(bias, output_mask[2], x)
-    _C.layer_norm_backward(dy, x, normalized_shape, mean, rstd, weight, dx, dw, db)
-    return dx, (dw if dw is not None else x.new_empty(0)), (db if db is not None else x.new_empty(0))
+    ns = normalized_shape
+    x = as_rows(input, ns)
+    dx, dw, db = _C.layer_norm_backward(
+        as_rows(grad_output, ns), x, ns, mean, rstd, weight, bias, None, output_mask[1], output_mask[2]
+    )
+    return dx, (dw if dw is not None else _empty(x)), (db if db is not None else _empty(x))
 
 
 @_layer_norm_backward_op.register_fake
 def _(grad_output, input, normalized_shape, mean, rstd, weight, bias, output_mask):
-    dw = _fake_param_grad(weight, output_mask[1])
-    db = _fake_param_grad(bias, output_mask[2])
     return (
-        torch.empty_like(input, memory_format=_contiguous),
-        dw if dw is not None else input.new_empty(0),
-        db if db is not None else input.new_empty(0),
+        _fake_like(input),
+        _fake_param_grad(weight, weight, output_mask[1], input),
+        _fake_param_grad(bias, weight, output_mask[2], input),
     )
 
 
@@ -309,16 +281,12 @@ _layer_norm_op.register_autograd(_layer_norm_autograd, setup_context=_layer_norm
 def _rms_norm_op(
     input: Tensor, normalized_shape: Sequence[int], weight: _OPT, eps: float, weight_offset: float
 ) -> Tuple[Tensor, Tensor]:
-    x = as_rows(input, normalized_shape)
-    y = torch.empty_like(x, memory_format=_contiguous)
-    rstd = _stats(x, normalized_shape)
-    _C.rms_norm(x, normalized_shape, weight, eps, y, rstd, weight_offset)
-    return y, rstd
+    return _C.rms_norm(as_rows(input, normalized_shape), normalized_shape, weight, eps, weight_offset, None, True)
 
 
 @_rms_norm_op.register_fake
 def _(input, normalized_shape, weight, eps, weight_offset):
-    return torch.empty_like(input, memory_format=_contiguous), _stats(input, normalized_shape)
+    return _fake_like(input), _fake_stats(input, normalized_shape)
 
 
 @torch.library.custom_op("normkit::rms_norm_backward", mutates_args=())
@@ -331,18 +299,15 @@ def _rms_norm_backward_op(
     weight_offset: float,
     output_mask: Sequence[bool],
 ) -> Tuple[Tensor, Tensor]:
-    """Returns (grad_input, grad_weight); an unrequested grad_weight is empty."""
-    dy, x = as_rows(grad_output, normalized_shape), as_rows(input, normalized_shape)
-    dx = torch.empty_like(x, memory_format=_contiguous)
-    dw = _empty_param_grad(weight, output_mask[1], x)
-    _C.rms_norm_backward(dy, x, normalized_shape, rstd, weight, dx, dw, weight_offset)
-    return dx, (dw if dw is not None else x.new_empty(0))
+    ns = normalized_shape
+    x = as_rows(input, ns)
+    dx, dw = _C.rms_norm_backward(as_rows(grad_output, ns), x, ns, rstd, weight, weight_offset, None, output_mask[1])
+    return dx, (dw if dw is not None else _empty(x))
 
 
 @_rms_norm_backward_op.register_fake
 def _(grad_output, input, normalized_shape, rstd, weight, weight_offset, output_mask):
-    dw = _fake_param_grad(weight, output_mask[1])
-    return torch.empty_like(input, memory_format=_contiguous), (dw if dw is not None else input.new_empty(0))
+    return _fake_like(input), _fake_param_grad(weight, weight, output_mask[1], input)
 
 
 def _rms_norm_setup(ctx, inputs, output):
@@ -367,21 +332,17 @@ _rms_norm_op.register_autograd(_rms_norm_autograd, setup_context=_rms_norm_setup
 def _add_layer_norm_op(
     input: Tensor, residual: Tensor, normalized_shape: Sequence[int], weight: _OPT, bias: _OPT, eps: float
 ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    x, res = as_rows(input, normalized_shape), as_rows(residual, normalized_shape)
-    y = torch.empty_like(x, memory_format=_contiguous)
-    h = torch.empty_like(res, memory_format=_contiguous)
-    mean, rstd = _stats(x, normalized_shape), _stats(x, normalized_shape)
-    _C.add_layer_norm(x, res, normalized_shape, weight, bias, eps, y, h, mean, rstd)
-    return y, h, mean, rstd
+    ns = normalized_shape
+    return _C.add_layer_norm(as_rows(input, ns), as_rows(residual, ns), ns, weight, bias, eps, None, None, True)
 
 
 @_add_layer_norm_op.register_fake
 def _(input, residual, normalized_shape, weight, bias, eps):
     return (
-        torch.empty_like(input, memory_format=_contiguous),
-        torch.empty_like(residual, memory_format=_contiguous),
-        _stats(input, normalized_shape),
-        _stats(input, normalized_shape),
+        _fake_like(input),
+        _fake_like(residual),
+        _fake_stats(input, normalized_shape),
+        _fake_stats(input, normalized_shape),
     )
 
 
@@ -397,25 +358,21 @@ def _add_layer_norm_backward_op(
     bias: _OPT,
     output_mask: Sequence[bool],
 ) -> Tuple[Tensor, Tensor, Tensor]:
-    """Returns (grad_h, grad_weight, grad_bias); unrequested ones are empty."""
     ns = normalized_shape
-    dy, h = as_rows(grad_output, ns), as_rows(residual_out, ns)
+    h = as_rows(residual_out, ns)
     dh_out = as_rows(grad_residual_out, ns) if grad_residual_out is not None else None
-    dh = torch.empty_like(h, memory_format=_contiguous)
-    dw = _empty_param_grad(weight, output_mask[1], h)
-    db = _empty_param_grad(bias, output_mask[2], h)
-    _C.add_layer_norm_backward(dy, dh_out, h, ns, mean, rstd, weight, dh, dw, db)
-    return dh, (dw if dw is not None else h.new_empty(0)), (db if db is not None else h.new_empty(0))
+    dh, dw, db = _C.add_layer_norm_backward(
+        as_rows(grad_output, ns), dh_out, h, ns, mean, rstd, weight, bias, None, output_mask[1], output_mask[2]
+    )
+    return dh, (dw if dw is not None else _empty(h)), (db if db is not None else _empty(h))
 
 
 @_add_layer_norm_backward_op.register_fake
 def _(grad_output, grad_residual_out, residual_out, normalized_shape, mean, rstd, weight, bias, output_mask):
-    dw = _fake_param_grad(weight, output_mask[1])
-    db = _fake_param_grad(bias, output_mask[2])
     return (
-        torch.empty_like(residual_out, memory_format=_contiguous),
-        dw if dw is not None else residual_out.new_empty(0),
-        db if db is not None else residual_out.new_empty(0),
+        _fake_like(residual_out),
+        _fake_param_grad(weight, weight, output_mask[1], residual_out),
+        _fake_param_grad(bias, weight, output_mask[2], residual_out),
     )
 
 
@@ -454,21 +411,13 @@ def _add_rms_norm_op(
     eps: float,
     weight_offset: float,
 ) -> Tuple[Tensor, Tensor, Tensor]:
-    x, res = as_rows(input, normalized_shape), as_rows(residual, normalized_shape)
-    y = torch.empty_like(x, memory_format=_contiguous)
-    h = torch.empty_like(res, memory_format=_contiguous)
-    rstd = _stats(x, normalized_shape)
-    _C.add_rms_norm(x, res, normalized_shape, weight, eps, y, h, rstd, weight_offset)
-    return y, h, rstd
+    ns = normalized_shape
+    return _C.add_rms_norm(as_rows(input, ns), as_rows(residual, ns), ns, weight, eps, weight_offset, None, None, True)
 
 
 @_add_rms_norm_op.register_fake
 def _(input, residual, normalized_shape, weight, eps, weight_offset):
-    return (
-        torch.empty_like(input, memory_format=_contiguous),
-        torch.empty_like(residual, memory_format=_contiguous),
-        _stats(input, normalized_shape),
-    )
+    return _fake_like(input), _fake_like(residual), _fake_stats(input, normalized_shape)
 
 
 @torch.library.custom_op("normkit::add_rms_norm_backward", mutates_args=())
@@ -482,23 +431,18 @@ def _add_rms_norm_backward_op(
     weight_offset: float,
     output_mask: Sequence[bool],
 ) -> Tuple[Tensor, Tensor]:
-    """Returns (grad_h, grad_weight); an unrequested grad_weight is empty."""
     ns = normalized_shape
-    dy, h = as_rows(grad_output, ns), as_rows(residual_out, ns)
+    h = as_rows(residual_out, ns)
     dh_out = as_rows(grad_residual_out, ns) if grad_residual_out is not None else None
-    dh = torch.empty_like(h, memory_format=_contiguous)
-    dw = _empty_param_grad(weight, output_mask[1], h)
-    _C.add_rms_norm_backward(dy, dh_out, h, ns, rstd, weight, dh, dw, weight_offset)
-    return dh, (dw if dw is not None else h.new_empty(0))
+    dh, dw = _C.add_rms_norm_backward(
+        as_rows(grad_output, ns), dh_out, h, ns, rstd, weight, weight_offset, None, output_mask[1]
+    )
+    return dh, (dw if dw is not None else _empty(h))
 
 
 @_add_rms_norm_backward_op.register_fake
 def _(grad_output, grad_residual_out, residual_out, normalized_shape, rstd, weight, weight_offset, output_mask):
-    dw = _fake_param_grad(weight, output_mask[1])
-    return (
-        torch.empty_like(residual_out, memory_format=_contiguous),
-        dw if dw is not None else residual_out.new_empty(0),
-    )
+    return _fake_like(residual_out), _fake_param_grad(weight, weight, output_mask[1], residual_out)
 
 
 def _add_rms_norm_setup(ctx, inputs, output):
@@ -521,15 +465,10 @@ _add_rms_norm_op.register_autograd(_add_rms_norm_autograd, setup_context=_add_rm
 
 # ---------------------------------------------------------------------------
 # The entry points normkit's array API hands tensors to. Argument semantics
-# are documented there (normkit._functional).
-
-
-# The hot path of a call is: not compiling, no autograd, no out=, no stats.
-# Each branch below costs a few hundred nanoseconds of Python, which is what
-# a single-row call spends outside the kernel, so the checks are inlined.
-# torch.empty_like (preserve_format) is the cheapest allocation; for an input
-# the binding accepts (rows reachable with one stride) it gives an output of
-# the same layout or a contiguous one.
+# are documented there (normkit._functional). The common case is: not
+# compiling, no autograd; every check below costs tens to hundreds of
+# nanoseconds, which is what a single-row call spends outside the kernel, so
+# they are inlined.
 
 
 def layer_norm(input, normalized_shape, weight, bias, eps, out, return_stats):
@@ -547,18 +486,10 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out, return_stats):
             _no_autograd_out("layer_norm")
         y, mean, rstd = _LayerNormFn.apply(input, normalized_shape, weight, bias, eps)
         return (y, mean, rstd) if return_stats else y
-    if out is None and not return_stats:
-        y = _empty_like(input)
-        _C.layer_norm(input, normalized_shape, weight, bias, eps, y)
-        return y
-    y = _empty_like(input) if out is None else out
-    mean = rstd = None
-    if return_stats:
-        mean, rstd = _stats(input, normalized_shape), _stats(input, normalized_shape)
-    _C.layer_norm(input, normalized_shape, weight, bias, eps, y, mean, rstd)
+    r = _C.layer_norm(input, normalized_shape, weight, bias, eps, out, return_stats)
     if out is not None:
-        _bump_version(out)  # as any in-place write does
-    return (y, mean, rstd) if return_stats else y
+        _bump_version(out)  # autograd must see the write, as with any in-place op
+    return r
 
 
 def rms_norm(input, normalized_shape, weight, eps, weight_offset, out, return_stats):
@@ -574,16 +505,10 @@ def rms_norm(input, normalized_shape, weight, eps, weight_offset, out, return_st
             _no_autograd_out("rms_norm")
         y, rstd = _RMSNormFn.apply(input, normalized_shape, weight, eps, weight_offset)
         return (y, rstd) if return_stats else y
-    if out is None and not return_stats:
-        y = _empty_like(input)
-        _C.rms_norm(input, normalized_shape, weight, eps, y, None, weight_offset)
-        return y
-    y = _empty_like(input) if out is None else out
-    rstd = _stats(input, normalized_shape) if return_stats else None
-    _C.rms_norm(input, normalized_shape, weight, eps, y, rstd, weight_offset)
+    r = _C.rms_norm(input, normalized_shape, weight, eps, weight_offset, out, return_stats)
     if out is not None:
         _bump_version(out)
-    return (y, rstd) if return_stats else y
+    return r
 
 
 def add_layer_norm(input, residual, normalized_shape, weight, bias, eps, out, residual_out, return_stats):
@@ -606,17 +531,12 @@ def add_layer_norm(input, residual, normalized_shape, weight, bias, eps, out, re
             _no_autograd_out("add_layer_norm")
         y, h, mean, rstd = _AddLayerNormFn.apply(input, residual, normalized_shape, weight, bias, eps)
         return (y, h, mean, rstd) if return_stats else (y, h)
-    y = _empty_like(input) if out is None else out
-    h = _empty_like(residual) if residual_out is None else residual_out
-    mean = rstd = None
-    if return_stats:
-        mean, rstd = _stats(input, normalized_shape), _stats(input, normalized_shape)
-    _C.add_layer_norm(input, residual, normalized_shape, weight, bias, eps, y, h, mean, rstd)
+    r = _C.add_layer_norm(input, residual, normalized_shape, weight, bias, eps, out, residual_out, return_stats)
     if out is not None:
         _bump_version(out)
     if residual_out is not None:
         _bump_version(residual_out)
-    return (y, h, mean, rstd) if return_stats else (y, h)
+    return r
 
 
 def add_rms_norm(input, residual, normalized_shape, weight, eps, weight_offset, out, residual_out, return_stats):
@@ -638,15 +558,12 @@ def add_rms_norm(input, residual, normalized_shape, weight, eps, weight_offset, 
             _no_autograd_out("add_rms_norm")
         y, h, rstd = _AddRMSNormFn.apply(input, residual, normalized_shape, weight, eps, weight_offset)
         return (y, h, rstd) if return_stats else (y, h)
-    y = _empty_like(input) if out is None else out
-    h = _empty_like(residual) if residual_out is None else residual_out
-    rstd = _stats(input, normalized_shape) if return_stats else None
-    _C.add_rms_norm(input, residual, normalized_shape, weight, eps, y, h, rstd, weight_offset)
+    r = _C.add_rms_norm(input, residual, normalized_shape, weight, eps, weight_offset, out, residual_out, return_stats)
     if out is not None:
         _bump_version(out)
     if residual_out is not None:
         _bump_version(residual_out)
-    return (y, h, rstd) if return_stats else (y, h)
+    return r
 
 
 # The backward functions of the array API on tensors: plain kernel calls (they
@@ -654,19 +571,16 @@ def add_rms_norm(input, residual, normalized_shape, weight, eps, weight_offset, 
 
 
 def layer_norm_backward(grad_output, input, normalized_shape, mean, rstd, weight, output_mask, out):
-    dx = torch.empty_like(input, memory_format=_contiguous) if out is None else out
-    dw = _empty_param_grad(weight, output_mask[1], input)
-    db = _empty_param_grad(weight, output_mask[2], input)
-    _C.layer_norm_backward(grad_output, input, normalized_shape, mean, rstd, weight, dx, dw, db)
+    dx, dw, db = _C.layer_norm_backward(
+        grad_output, input, normalized_shape, mean, rstd, weight, None, out, output_mask[1], output_mask[2]
+    )
     if out is not None:
         _bump_version(out)
     return (dx if output_mask[0] else None), dw, db
 
 
 def rms_norm_backward(grad_output, input, normalized_shape, rstd, weight, weight_offset, output_mask, out):
-    dx = torch.empty_like(input, memory_format=_contiguous) if out is None else out
-    dw = _empty_param_grad(weight, output_mask[1], input)
-    _C.rms_norm_backward(grad_output, input, normalized_shape, rstd, weight, dx, dw, weight_offset)
+    dx, dw = _C.rms_norm_backward(grad_output, input, normalized_shape, rstd, weight, weight_offset, out, output_mask[1])
     if out is not None:
         _bump_version(out)
     return (dx if output_mask[0] else None), dw
@@ -675,11 +589,9 @@ def rms_norm_backward(grad_output, input, normalized_shape, rstd, weight, weight
 def add_layer_norm_backward(
     grad_output, grad_residual_out, residual_out, normalized_shape, mean, rstd, weight, output_mask, out
 ):
-    dh = torch.empty_like(residual_out, memory_format=_contiguous) if out is None else out
-    dw = _empty_param_grad(weight, output_mask[1], residual_out)
-    db = _empty_param_grad(weight, output_mask[2], residual_out)
-    _C.add_layer_norm_backward(
-        grad_output, grad_residual_out, residual_out, normalized_shape, mean, rstd, weight, dh, dw, db
+    dh, dw, db = _C.add_layer_norm_backward(
+        grad_output, grad_residual_out, residual_out, normalized_shape, mean, rstd, weight, None, out,
+        output_mask[1], output_mask[2],
     )
     if out is not None:
         _bump_version(out)
@@ -689,10 +601,8 @@ def add_layer_norm_backward(
 def add_rms_norm_backward(
     grad_output, grad_residual_out, residual_out, normalized_shape, rstd, weight, weight_offset, output_mask, out
 ):
-    dh = torch.empty_like(residual_out, memory_format=_contiguous) if out is None else out
-    dw = _empty_param_grad(weight, output_mask[1], residual_out)
-    _C.add_rms_norm_backward(
-        grad_output, grad_residual_out, residual_out, normalized_shape, rstd, weight, dh, dw, weight_offset
+    dh, dw = _C.add_rms_norm_backward(
+        grad_output, grad_residual_out, residual_out, normalized_shape, rstd, weight, weight_offset, out, output_mask[1]
     )
     if out is not None:
         _bump_version(out)

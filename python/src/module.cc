@@ -1,11 +1,12 @@
 // normkit._normkit — the Python binding of include/normkit/ops.hpp.
 //
-// Every function here takes arrays the caller already allocated (inputs and
-// outputs), turns each into a normkit view without copying, and calls the
-// library with the GIL released. Allocation, default arguments and autograd
-// live in the Python package (python/normkit); argument validation beyond
-// "is this an array, and which (rows, D) view is it" lives in the library,
-// whose normkit::Error arrives in Python as ValueError.
+// Every function here turns its array arguments into normkit views without
+// copying, allocates the outputs the caller did not pass (in the caller's
+// framework), calls the library with the GIL released and returns the
+// outputs. Default arguments and autograd live in the Python package
+// (python/normkit); argument validation beyond "is this an array, and which
+// (rows, D) view is it" lives in the library, whose normkit::Error arrives in
+// Python as ValueError.
 //
 // Arrays cross the boundary as DLPack tensors:
 //   * objects whose type publishes the DLPack C exchange API
@@ -27,6 +28,7 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -83,29 +85,31 @@ struct DLPackExchangeAPIHeader {
   DLPackVersion version;
   DLPackExchangeAPIHeader* prev_api;
 };
-using DLTensorFromPyObject = int (*)(void* py_object, nb::dlpack::dltensor* out);
+struct DLManagedTensorVersioned;  // only passed through
 struct DLPackExchangeAPI {
   DLPackExchangeAPIHeader header;
-  void* managed_tensor_allocator;
+  int (*managed_tensor_allocator)(nb::dlpack::dltensor* prototype, DLManagedTensorVersioned** out,
+                                  void* error_ctx, void (*set_error)(void*, const char*, const char*));
   void* managed_tensor_from_py_object_no_sync;
-  void* managed_tensor_to_py_object_no_sync;
-  DLTensorFromPyObject dltensor_from_py_object_no_sync;  // may be null
+  int (*managed_tensor_to_py_object_no_sync)(DLManagedTensorVersioned* tensor, void** out_py_object);
+  int (*dltensor_from_py_object_no_sync)(void* py_object, nb::dlpack::dltensor* out);  // may be null
   void* current_work_stream;
 };
 
-// The exchange function of a Python type, or null. Looked up once per type:
-// the attribute lives on the type and must stay valid for the process.
-DLTensorFromPyObject exchange_fn(PyTypeObject* tp) {
+// The exchange API of a Python type if it offers a usable one, else null.
+// Looked up once per type: the attribute lives on the type and the table
+// must stay valid for the life of the process.
+const DLPackExchangeAPI* exchange_api(PyTypeObject* tp) {
   struct Entry {
     PyTypeObject* type;
-    DLTensorFromPyObject fn;
+    const DLPackExchangeAPI* api;
   };
   static Entry cache[16];
   static int used = 0;
   for (int i = 0; i < used; ++i)
-    if (cache[i].type == tp) return cache[i].fn;
+    if (cache[i].type == tp) return cache[i].api;
 
-  DLTensorFromPyObject fn = nullptr;
+  const DLPackExchangeAPI* found = nullptr;
   PyObject* cap = PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp), "__dlpack_c_exchange_api__");
   if (!cap) {
     PyErr_Clear();
@@ -115,7 +119,10 @@ DLTensorFromPyObject exchange_fn(PyTypeObject* tp) {
     // Walk to the newest table of major version 1, the layout declared above.
     for (auto* h = api ? &api->header : nullptr; h; h = h->prev_api) {
       if (h->version.major == 1 && h->version.minor >= 3) {
-        fn = reinterpret_cast<DLPackExchangeAPI*>(h)->dltensor_from_py_object_no_sync;
+        auto* t = reinterpret_cast<DLPackExchangeAPI*>(h);
+        if (t->dltensor_from_py_object_no_sync && t->managed_tensor_allocator &&
+            t->managed_tensor_to_py_object_no_sync)
+          found = t;
         break;
       }
     }
@@ -123,21 +130,24 @@ DLTensorFromPyObject exchange_fn(PyTypeObject* tp) {
   }
   if (used < 16) {
     Py_INCREF(tp);  // keep the cached key alive
-    cache[used++] = {tp, fn};
+    cache[used++] = {tp, found};
   }
-  return fn;
+  return found;
 }
 
 // ---------------------------------------------------------------------------
 // A borrowed view of one Python array argument.
 
 struct Array {
+  nb::handle obj;  // the Python object (borrowed from the call's arguments)
+  const DLPackExchangeAPI* api = nullptr;  // its framework's exchange API, if any
   void* data = nullptr;
   DType dtype = DType::f32;
   int ndim = 0;
   std::int64_t shape[kMaxDims];  // first ndim valid
   std::int64_t strides[kMaxDims];  // first ndim valid, in elements
   Device device = Device::cpu;
+  std::int32_t dl_device_type = 1, dl_device_id = 0;  // as DLPack gave them
   // What keeps the data alive beyond the caller's reference: a uint16 view
   // of a bfloat16 array, and nanobind's imported DLPack tensor.
   nb::object keep;
@@ -192,6 +202,8 @@ void from_dltensor(const char* fn, const char* arg, const nb::dlpack::dltensor& 
                        "; expected float32, float64, float16 or bfloat16");
 
   const int dev = t.device.device_type;
+  a.dl_device_type = t.device.device_type;
+  a.dl_device_id = t.device.device_id;
   if (dev == nb::device::cpu::value || dev == nb::device::cuda_host::value) {
     a.device = Device::cpu;
   } else if (dev == nb::device::cuda::value || dev == nb::device::cuda_managed::value) {
@@ -259,14 +271,16 @@ bool import_ndarray(const char* fn, const char* arg, nb::handle src, bool writab
 // View `h` as an array. `writable`: the argument is an output.
 Array get_array(const char* fn, const char* arg, nb::handle h, bool writable) {
   Array a;
+  a.obj = h;
   if (h.is_none()) type_error(fn, std::string(arg) + " is None; an array is required");
 
   // Fast path: the DLPack C exchange API (PyTorch). The caller's reference
   // to h keeps the tensor alive for the call.
-  if (DLTensorFromPyObject exch = exchange_fn(Py_TYPE(h.ptr()))) {
+  if (const DLPackExchangeAPI* api = exchange_api(Py_TYPE(h.ptr()))) {
     nb::dlpack::dltensor t;
-    if (exch(h.ptr(), &t) == 0) {
+    if (api->dltensor_from_py_object_no_sync(h.ptr(), &t) == 0) {
       from_dltensor(fn, arg, t, false, a);
+      a.api = api;
       return a;
     }
     // The producer refused (a meta or sparse tensor, ...): pass on the
@@ -426,162 +440,289 @@ double get_eps(const char* fn, nb::handle h) {
 }
 
 // ---------------------------------------------------------------------------
-// The bound functions. Argument names are the Python API's.
+// Outputs the caller did not provide are allocated here, in the framework of
+// the array they are shaped after: through the exchange API's allocator for a
+// tensor (a C call, where torch.empty_like from Python costs ~1 µs), with
+// numpy.empty otherwise.
 
-void layer_norm(nb::handle input, nb::handle normalized_shape, nb::handle weight, nb::handle bias,
-                nb::handle eps, nb::handle out, nb::handle mean, nb::handle rstd) {
+nb::dlpack::dtype dlpack_dtype(DType t) {
+  using C = nb::dlpack::dtype_code;
+  switch (t) {
+    case DType::f32: return {static_cast<std::uint8_t>(C::Float), 32, 1};
+    case DType::f64: return {static_cast<std::uint8_t>(C::Float), 64, 1};
+    case DType::f16: return {static_cast<std::uint8_t>(C::Float), 16, 1};
+    case DType::bf16: return {static_cast<std::uint8_t>(C::Bfloat), 16, 1};
+  }
+  return {};
+}
+
+void set_alloc_error(void*, const char*, const char* message) { PyErr_SetString(PyExc_RuntimeError, message); }
+
+// A new uninitialised row-major array of `dtype` and shape[0..ndim) in the
+// framework, and on the device, of `like`.
+nb::object allocate(const Array& like, DType dtype, int ndim, const std::int64_t* shape) {
+  if (like.api) {
+    nb::dlpack::dltensor proto;
+    proto.device = {like.dl_device_type, like.dl_device_id};
+    proto.ndim = ndim;
+    proto.dtype = dlpack_dtype(dtype);
+    proto.shape = const_cast<std::int64_t*>(shape);
+    DLManagedTensorVersioned* m = nullptr;
+    if (like.api->managed_tensor_allocator(&proto, &m, nullptr, set_alloc_error) != 0) throw nb::python_error();
+    void* obj = nullptr;
+    if (like.api->managed_tensor_to_py_object_no_sync(m, &obj) != 0) throw nb::python_error();
+    return nb::steal(static_cast<PyObject*>(obj));
+  }
+  static nb::object np_empty = nb::module_::import_("numpy").attr("empty");
+  // like's own dtype object keeps ml_dtypes.bfloat16; statistics and
+  // parameter gradients of other dtypes are f32 or f64.
+  nb::object dt = dtype == like.dtype ? nb::object(like.obj.attr("dtype"))
+                                      : nb::object(nb::str(dtype == DType::f64 ? "float64" : "float32"));
+  nb::list dims;
+  for (int i = 0; i < ndim; ++i) dims.append(shape[i]);
+  return np_empty(nb::tuple(dims), dt);
+}
+
+// An output argument: the caller's array, or a new one shaped like `like`
+// (shape[0..ndim) of dtype `dtype`) when the caller passed None.
+struct Output {
+  nb::object obj;
+  Array a;
+};
+Output output(const char* fn, const char* arg, nb::handle given, const Array& like, DType dtype, int ndim,
+              const std::int64_t* shape) {
+  Output o;
+  o.obj = given.is_none() ? allocate(like, dtype, ndim, shape) : nb::borrow(given);
+  o.a = get_array(fn, arg, o.obj, true);
+  return o;
+}
+Output output_like(const char* fn, const char* arg, nb::handle given, const Array& like) {
+  return output(fn, arg, given, like, like.dtype, like.ndim, like.shape);
+}
+// The per-row statistics of `x`: shape x.shape[:-k], f64 for f64 input.
+Output stats_output(const char* fn, const char* arg, const Array& x, const NormShape& ns) {
+  return output(fn, arg, nb::none(), x, x.dtype == DType::f64 ? DType::f64 : DType::f32,
+                std::max(0, x.ndim - ns.k), x.shape);
+}
+// A parameter gradient: shaped and typed like the first present prototype.
+std::optional<Output> param_grad(const char* fn, const char* arg, bool wanted, const Opt& proto, const Opt& alt) {
+  const Opt& p = proto.present() ? proto : alt;
+  if (!wanted || !p.present()) return std::nullopt;
+  return output_like(fn, arg, nb::none(), *p.a);
+}
+nb::object obj_or_none(const std::optional<Output>& o) { return o ? o->obj : nb::none(); }
+// The vector view of an optional output; `shape`, if given, is the shape it
+// must have.
+Vector out_vector(const char* fn, const char* arg, const std::optional<Output>& o, const NormShape* shape) {
+  return o ? to_vector<Vector>(fn, arg, o->a, shape) : Vector{};
+}
+
+// ---------------------------------------------------------------------------
+// The bound functions. Argument names are the Python API's. Each returns its
+// outputs, allocated here unless the caller passed them.
+
+nb::object layer_norm(nb::handle input, nb::handle normalized_shape, nb::handle weight, nb::handle bias,
+                      nb::handle eps, nb::handle out, bool return_stats) {
   const char* fn = "layer_norm";
   const NormShape ns = get_normalized_shape(fn, normalized_shape);
-  const Array x = get_array(fn, "input", input, false), y = get_array(fn, "out", out, true);
+  const Array x = get_array(fn, "input", input, false);
   const Opt w = get_optional(fn, "weight", weight, false), b = get_optional(fn, "bias", bias, false);
-  const Opt m = get_optional(fn, "mean", mean, true), r = get_optional(fn, "rstd", rstd, true);
   const auto xm = to_matrix<ConstMatrix>(fn, "input", x, ns, nullptr, nullptr);
-  const auto ym = to_matrix<Matrix>(fn, "out", y, ns, &x, "input");
   const auto wv = opt_vector<ConstVector>(fn, "weight", w, &ns), bv = opt_vector<ConstVector>(fn, "bias", b, &ns);
-  const auto mv = opt_vector<Vector>(fn, "mean", m, nullptr), rv = opt_vector<Vector>(fn, "rstd", r, nullptr);
   const double e = get_eps(fn, eps);
-  nb::gil_scoped_release release;
-  normkit::layer_norm(xm, wv, bv, e, ym, mv, rv);
+  const Output y = output_like(fn, "out", out, x);
+  const auto ym = to_matrix<Matrix>(fn, "out", y.a, ns, &x, "input");
+  std::optional<Output> m, r;
+  if (return_stats) m = stats_output(fn, "mean", x, ns), r = stats_output(fn, "rstd", x, ns);
+  const auto mv = out_vector(fn, "mean", m, nullptr), rv = out_vector(fn, "rstd", r, nullptr);
+  {
+    nb::gil_scoped_release release;
+    normkit::layer_norm(xm, wv, bv, e, ym, mv, rv);
+  }
+  if (!return_stats) return y.obj;
+  return nb::make_tuple(y.obj, m->obj, r->obj);
 }
 
-void rms_norm(nb::handle input, nb::handle normalized_shape, nb::handle weight, nb::handle eps, nb::handle out,
-              nb::handle rstd, double weight_offset) {
+nb::object rms_norm(nb::handle input, nb::handle normalized_shape, nb::handle weight, nb::handle eps,
+                    double weight_offset, nb::handle out, bool return_stats) {
   const char* fn = "rms_norm";
   const NormShape ns = get_normalized_shape(fn, normalized_shape);
-  const Array x = get_array(fn, "input", input, false), y = get_array(fn, "out", out, true);
-  const Opt w = get_optional(fn, "weight", weight, false), r = get_optional(fn, "rstd", rstd, true);
+  const Array x = get_array(fn, "input", input, false);
+  const Opt w = get_optional(fn, "weight", weight, false);
   const auto xm = to_matrix<ConstMatrix>(fn, "input", x, ns, nullptr, nullptr);
-  const auto ym = to_matrix<Matrix>(fn, "out", y, ns, &x, "input");
   const auto wv = opt_vector<ConstVector>(fn, "weight", w, &ns);
-  const auto rv = opt_vector<Vector>(fn, "rstd", r, nullptr);
   const double e = get_eps(fn, eps);
-  nb::gil_scoped_release release;
-  normkit::rms_norm(xm, wv, e, ym, rv, weight_offset);
+  const Output y = output_like(fn, "out", out, x);
+  const auto ym = to_matrix<Matrix>(fn, "out", y.a, ns, &x, "input");
+  std::optional<Output> r;
+  if (return_stats) r = stats_output(fn, "rstd", x, ns);
+  const auto rv = out_vector(fn, "rstd", r, nullptr);
+  {
+    nb::gil_scoped_release release;
+    normkit::rms_norm(xm, wv, e, ym, rv, weight_offset);
+  }
+  if (!return_stats) return y.obj;
+  return nb::make_tuple(y.obj, r->obj);
 }
 
-void add_layer_norm(nb::handle input, nb::handle residual, nb::handle normalized_shape, nb::handle weight,
-                    nb::handle bias, nb::handle eps, nb::handle out, nb::handle residual_out, nb::handle mean,
-                    nb::handle rstd) {
+nb::object add_layer_norm(nb::handle input, nb::handle residual, nb::handle normalized_shape, nb::handle weight,
+                          nb::handle bias, nb::handle eps, nb::handle out, nb::handle residual_out,
+                          bool return_stats) {
   const char* fn = "add_layer_norm";
   const NormShape ns = get_normalized_shape(fn, normalized_shape);
   const Array x = get_array(fn, "input", input, false), res = get_array(fn, "residual", residual, false);
-  const Array y = get_array(fn, "out", out, true), h = get_array(fn, "residual_out", residual_out, true);
   const Opt w = get_optional(fn, "weight", weight, false), b = get_optional(fn, "bias", bias, false);
-  const Opt m = get_optional(fn, "mean", mean, true), r = get_optional(fn, "rstd", rstd, true);
   const auto xm = to_matrix<ConstMatrix>(fn, "input", x, ns, nullptr, nullptr);
   const auto resm = to_matrix<ConstMatrix>(fn, "residual", res, ns, &x, "input");
-  const auto ym = to_matrix<Matrix>(fn, "out", y, ns, &x, "input");
-  const auto hm = to_matrix<Matrix>(fn, "residual_out", h, ns, &x, "input");
   const auto wv = opt_vector<ConstVector>(fn, "weight", w, &ns), bv = opt_vector<ConstVector>(fn, "bias", b, &ns);
-  const auto mv = opt_vector<Vector>(fn, "mean", m, nullptr), rv = opt_vector<Vector>(fn, "rstd", r, nullptr);
   const double e = get_eps(fn, eps);
-  nb::gil_scoped_release release;
-  normkit::add_layer_norm(xm, resm, wv, bv, e, hm, ym, mv, rv);
+  const Output y = output_like(fn, "out", out, x), h = output_like(fn, "residual_out", residual_out, res);
+  const auto ym = to_matrix<Matrix>(fn, "out", y.a, ns, &x, "input");
+  const auto hm = to_matrix<Matrix>(fn, "residual_out", h.a, ns, &x, "input");
+  std::optional<Output> m, r;
+  if (return_stats) m = stats_output(fn, "mean", x, ns), r = stats_output(fn, "rstd", x, ns);
+  const auto mv = out_vector(fn, "mean", m, nullptr), rv = out_vector(fn, "rstd", r, nullptr);
+  {
+    nb::gil_scoped_release release;
+    normkit::add_layer_norm(xm, resm, wv, bv, e, hm, ym, mv, rv);
+  }
+  if (!return_stats) return nb::make_tuple(y.obj, h.obj);
+  return nb::make_tuple(y.obj, h.obj, m->obj, r->obj);
 }
 
-void add_rms_norm(nb::handle input, nb::handle residual, nb::handle normalized_shape, nb::handle weight,
-                  nb::handle eps, nb::handle out, nb::handle residual_out, nb::handle rstd, double weight_offset) {
+nb::object add_rms_norm(nb::handle input, nb::handle residual, nb::handle normalized_shape, nb::handle weight,
+                        nb::handle eps, double weight_offset, nb::handle out, nb::handle residual_out,
+                        bool return_stats) {
   const char* fn = "add_rms_norm";
   const NormShape ns = get_normalized_shape(fn, normalized_shape);
   const Array x = get_array(fn, "input", input, false), res = get_array(fn, "residual", residual, false);
-  const Array y = get_array(fn, "out", out, true), h = get_array(fn, "residual_out", residual_out, true);
-  const Opt w = get_optional(fn, "weight", weight, false), r = get_optional(fn, "rstd", rstd, true);
+  const Opt w = get_optional(fn, "weight", weight, false);
   const auto xm = to_matrix<ConstMatrix>(fn, "input", x, ns, nullptr, nullptr);
   const auto resm = to_matrix<ConstMatrix>(fn, "residual", res, ns, &x, "input");
-  const auto ym = to_matrix<Matrix>(fn, "out", y, ns, &x, "input");
-  const auto hm = to_matrix<Matrix>(fn, "residual_out", h, ns, &x, "input");
   const auto wv = opt_vector<ConstVector>(fn, "weight", w, &ns);
-  const auto rv = opt_vector<Vector>(fn, "rstd", r, nullptr);
   const double e = get_eps(fn, eps);
-  nb::gil_scoped_release release;
-  normkit::add_rms_norm(xm, resm, wv, e, hm, ym, rv, weight_offset);
+  const Output y = output_like(fn, "out", out, x), h = output_like(fn, "residual_out", residual_out, res);
+  const auto ym = to_matrix<Matrix>(fn, "out", y.a, ns, &x, "input");
+  const auto hm = to_matrix<Matrix>(fn, "residual_out", h.a, ns, &x, "input");
+  std::optional<Output> r;
+  if (return_stats) r = stats_output(fn, "rstd", x, ns);
+  const auto rv = out_vector(fn, "rstd", r, nullptr);
+  {
+    nb::gil_scoped_release release;
+    normkit::add_rms_norm(xm, resm, wv, e, hm, ym, rv, weight_offset);
+  }
+  if (!return_stats) return nb::make_tuple(y.obj, h.obj);
+  return nb::make_tuple(y.obj, h.obj, r->obj);
 }
 
-void layer_norm_backward(nb::handle grad_output, nb::handle input, nb::handle normalized_shape, nb::handle mean,
-                         nb::handle rstd, nb::handle weight, nb::handle grad_input, nb::handle grad_weight,
-                         nb::handle grad_bias) {
+// Backward functions return (grad_input, grad_weight, grad_bias) or
+// (grad_input, grad_weight); a parameter gradient is None unless wanted and
+// it has a prototype: grad_weight is shaped like `weight`, grad_bias like
+// `bias` (or `weight` when no bias is given).
+
+nb::object layer_norm_backward(nb::handle grad_output, nb::handle input, nb::handle normalized_shape,
+                               nb::handle mean, nb::handle rstd, nb::handle weight, nb::handle bias,
+                               nb::handle out, bool want_weight, bool want_bias) {
   const char* fn = "layer_norm_backward";
   const NormShape ns = get_normalized_shape(fn, normalized_shape);
   const Array dy = get_array(fn, "grad_output", grad_output, false), x = get_array(fn, "input", input, false);
   const Array m = get_array(fn, "mean", mean, false), r = get_array(fn, "rstd", rstd, false);
-  const Array dx = get_array(fn, "grad_input", grad_input, true);
-  const Opt w = get_optional(fn, "weight", weight, false);
-  const Opt dw = get_optional(fn, "grad_weight", grad_weight, true), db = get_optional(fn, "grad_bias", grad_bias, true);
+  const Opt w = get_optional(fn, "weight", weight, false), b = get_optional(fn, "bias", bias, false);
   const auto xm = to_matrix<ConstMatrix>(fn, "input", x, ns, nullptr, nullptr);
   const auto dym = to_matrix<ConstMatrix>(fn, "grad_output", dy, ns, &x, "input");
-  const auto dxm = to_matrix<Matrix>(fn, "grad_input", dx, ns, &x, "input");
   const auto mv = to_vector<ConstVector>(fn, "mean", m, nullptr), rv = to_vector<ConstVector>(fn, "rstd", r, nullptr);
   const auto wv = opt_vector<ConstVector>(fn, "weight", w, &ns);
-  const auto dwv = opt_vector<Vector>(fn, "grad_weight", dw, &ns), dbv = opt_vector<Vector>(fn, "grad_bias", db, &ns);
-  nb::gil_scoped_release release;
-  normkit::layer_norm_backward(dym, xm, mv, rv, wv, dxm, dwv, dbv);
+  const Output dx = output_like(fn, "out", out, x);
+  const auto dxm = to_matrix<Matrix>(fn, "out", dx.a, ns, &x, "input");
+  const auto dw = param_grad(fn, "grad_weight", want_weight, w, w);
+  const auto db = param_grad(fn, "grad_bias", want_bias, b, w);
+  const auto dwv = out_vector(fn, "grad_weight", dw, &ns), dbv = out_vector(fn, "grad_bias", db, &ns);
+  {
+    nb::gil_scoped_release release;
+    normkit::layer_norm_backward(dym, xm, mv, rv, wv, dxm, dwv, dbv);
+  }
+  return nb::make_tuple(dx.obj, obj_or_none(dw), obj_or_none(db));
 }
 
-void rms_norm_backward(nb::handle grad_output, nb::handle input, nb::handle normalized_shape, nb::handle rstd,
-                       nb::handle weight, nb::handle grad_input, nb::handle grad_weight, double weight_offset) {
+nb::object rms_norm_backward(nb::handle grad_output, nb::handle input, nb::handle normalized_shape,
+                             nb::handle rstd, nb::handle weight, double weight_offset, nb::handle out,
+                             bool want_weight) {
   const char* fn = "rms_norm_backward";
   const NormShape ns = get_normalized_shape(fn, normalized_shape);
   const Array dy = get_array(fn, "grad_output", grad_output, false), x = get_array(fn, "input", input, false);
   const Array r = get_array(fn, "rstd", rstd, false);
-  const Array dx = get_array(fn, "grad_input", grad_input, true);
-  const Opt w = get_optional(fn, "weight", weight, false), dw = get_optional(fn, "grad_weight", grad_weight, true);
+  const Opt w = get_optional(fn, "weight", weight, false);
   const auto xm = to_matrix<ConstMatrix>(fn, "input", x, ns, nullptr, nullptr);
   const auto dym = to_matrix<ConstMatrix>(fn, "grad_output", dy, ns, &x, "input");
-  const auto dxm = to_matrix<Matrix>(fn, "grad_input", dx, ns, &x, "input");
   const auto rv = to_vector<ConstVector>(fn, "rstd", r, nullptr);
   const auto wv = opt_vector<ConstVector>(fn, "weight", w, &ns);
-  const auto dwv = opt_vector<Vector>(fn, "grad_weight", dw, &ns);
-  nb::gil_scoped_release release;
-  normkit::rms_norm_backward(dym, xm, rv, wv, dxm, dwv, weight_offset);
+  const Output dx = output_like(fn, "out", out, x);
+  const auto dxm = to_matrix<Matrix>(fn, "out", dx.a, ns, &x, "input");
+  const auto dw = param_grad(fn, "grad_weight", want_weight, w, w);
+  const auto dwv = out_vector(fn, "grad_weight", dw, &ns);
+  {
+    nb::gil_scoped_release release;
+    normkit::rms_norm_backward(dym, xm, rv, wv, dxm, dwv, weight_offset);
+  }
+  return nb::make_tuple(dx.obj, obj_or_none(dw));
 }
 
-void add_layer_norm_backward(nb::handle grad_output, nb::handle grad_residual_out, nb::handle residual_out,
-                             nb::handle normalized_shape, nb::handle mean, nb::handle rstd, nb::handle weight,
-                             nb::handle grad_residual, nb::handle grad_weight, nb::handle grad_bias) {
+nb::object add_layer_norm_backward(nb::handle grad_output, nb::handle grad_residual_out, nb::handle residual_out,
+                                   nb::handle normalized_shape, nb::handle mean, nb::handle rstd,
+                                   nb::handle weight, nb::handle bias, nb::handle out, bool want_weight,
+                                   bool want_bias) {
   const char* fn = "add_layer_norm_backward";
   const NormShape ns = get_normalized_shape(fn, normalized_shape);
   const Array dy = get_array(fn, "grad_output", grad_output, false);
   const Opt dh_out = get_optional(fn, "grad_residual_out", grad_residual_out, false);
   const Array h = get_array(fn, "residual_out", residual_out, false);
   const Array m = get_array(fn, "mean", mean, false), r = get_array(fn, "rstd", rstd, false);
-  const Array dh = get_array(fn, "grad_residual", grad_residual, true);
-  const Opt w = get_optional(fn, "weight", weight, false);
-  const Opt dw = get_optional(fn, "grad_weight", grad_weight, true), db = get_optional(fn, "grad_bias", grad_bias, true);
+  const Opt w = get_optional(fn, "weight", weight, false), b = get_optional(fn, "bias", bias, false);
   const auto hm = to_matrix<ConstMatrix>(fn, "residual_out", h, ns, nullptr, nullptr);
   const auto dym = to_matrix<ConstMatrix>(fn, "grad_output", dy, ns, &h, "residual_out");
   const auto dhom = dh_out.present()
                         ? to_matrix<ConstMatrix>(fn, "grad_residual_out", *dh_out.a, ns, &h, "residual_out")
                         : ConstMatrix{};
-  const auto dhm = to_matrix<Matrix>(fn, "grad_residual", dh, ns, &h, "residual_out");
   const auto mv = to_vector<ConstVector>(fn, "mean", m, nullptr), rv = to_vector<ConstVector>(fn, "rstd", r, nullptr);
   const auto wv = opt_vector<ConstVector>(fn, "weight", w, &ns);
-  const auto dwv = opt_vector<Vector>(fn, "grad_weight", dw, &ns), dbv = opt_vector<Vector>(fn, "grad_bias", db, &ns);
-  nb::gil_scoped_release release;
-  normkit::add_layer_norm_backward(dym, dhom, hm, mv, rv, wv, dhm, dwv, dbv);
+  const Output dh = output_like(fn, "out", out, h);
+  const auto dhm = to_matrix<Matrix>(fn, "out", dh.a, ns, &h, "residual_out");
+  const auto dw = param_grad(fn, "grad_weight", want_weight, w, w);
+  const auto db = param_grad(fn, "grad_bias", want_bias, b, w);
+  const auto dwv = out_vector(fn, "grad_weight", dw, &ns), dbv = out_vector(fn, "grad_bias", db, &ns);
+  {
+    nb::gil_scoped_release release;
+    normkit::add_layer_norm_backward(dym, dhom, hm, mv, rv, wv, dhm, dwv, dbv);
+  }
+  return nb::make_tuple(dh.obj, obj_or_none(dw), obj_or_none(db));
 }
 
-void add_rms_norm_backward(nb::handle grad_output, nb::handle grad_residual_out, nb::handle residual_out,
-                           nb::handle normalized_shape, nb::handle rstd, nb::handle weight, nb::handle grad_residual,
-                           nb::handle grad_weight, double weight_offset) {
+nb::object add_rms_norm_backward(nb::handle grad_output, nb::handle grad_residual_out, nb::handle residual_out,
+                                 nb::handle normalized_shape, nb::handle rstd, nb::handle weight,
+                                 double weight_offset, nb::handle out, bool want_weight) {
   const char* fn = "add_rms_norm_backward";
   const NormShape ns = get_normalized_shape(fn, normalized_shape);
   const Array dy = get_array(fn, "grad_output", grad_output, false);
   const Opt dh_out = get_optional(fn, "grad_residual_out", grad_residual_out, false);
   const Array h = get_array(fn, "residual_out", residual_out, false);
   const Array r = get_array(fn, "rstd", rstd, false);
-  const Array dh = get_array(fn, "grad_residual", grad_residual, true);
-  const Opt w = get_optional(fn, "weight", weight, false), dw = get_optional(fn, "grad_weight", grad_weight, true);
+  const Opt w = get_optional(fn, "weight", weight, false);
   const auto hm = to_matrix<ConstMatrix>(fn, "residual_out", h, ns, nullptr, nullptr);
   const auto dym = to_matrix<ConstMatrix>(fn, "grad_output", dy, ns, &h, "residual_out");
   const auto dhom = dh_out.present()
                         ? to_matrix<ConstMatrix>(fn, "grad_residual_out", *dh_out.a, ns, &h, "residual_out")
                         : ConstMatrix{};
-  const auto dhm = to_matrix<Matrix>(fn, "grad_residual", dh, ns, &h, "residual_out");
   const auto rv = to_vector<ConstVector>(fn, "rstd", r, nullptr);
   const auto wv = opt_vector<ConstVector>(fn, "weight", w, &ns);
-  const auto dwv = opt_vector<Vector>(fn, "grad_weight", dw, &ns);
-  nb::gil_scoped_release release;
-  normkit::add_rms_norm_backward(dym, dhom, hm, rv, wv, dhm, dwv, weight_offset);
+  const Output dh = output_like(fn, "out", out, h);
+  const auto dhm = to_matrix<Matrix>(fn, "out", dh.a, ns, &h, "residual_out");
+  const auto dw = param_grad(fn, "grad_weight", want_weight, w, w);
+  const auto dwv = out_vector(fn, "grad_weight", dw, &ns);
+  {
+    nb::gil_scoped_release release;
+    normkit::add_rms_norm_backward(dym, dhom, hm, rv, wv, dhm, dwv, weight_offset);
+  }
+  return nb::make_tuple(dh.obj, obj_or_none(dw));
 }
 
 }  // namespace
@@ -603,23 +744,24 @@ NB_MODULE(_normkit, m) {
   m.def("set_num_threads", &normkit::set_num_threads, "n"_a);
   m.def("num_threads", &normkit::num_threads);
 
-  const auto none = nb::none();
+  // Positional-only in practice: the Python package calls these with every
+  // argument in order (keyword parsing would cost more than some kernels).
   m.def("layer_norm", &layer_norm, "input"_a, "normalized_shape"_a, "weight"_a.none(), "bias"_a.none(), "eps"_a,
-        "out"_a, "mean"_a.none() = none, "rstd"_a.none() = none);
-  m.def("rms_norm", &rms_norm, "input"_a, "normalized_shape"_a, "weight"_a.none(), "eps"_a, "out"_a,
-        "rstd"_a.none() = none, "weight_offset"_a = 0.0);
+        "out"_a.none(), "return_stats"_a);
+  m.def("rms_norm", &rms_norm, "input"_a, "normalized_shape"_a, "weight"_a.none(), "eps"_a, "weight_offset"_a,
+        "out"_a.none(), "return_stats"_a);
   m.def("add_layer_norm", &add_layer_norm, "input"_a, "residual"_a, "normalized_shape"_a, "weight"_a.none(),
-        "bias"_a.none(), "eps"_a, "out"_a, "residual_out"_a, "mean"_a.none() = none, "rstd"_a.none() = none);
+        "bias"_a.none(), "eps"_a, "out"_a.none(), "residual_out"_a.none(), "return_stats"_a);
   m.def("add_rms_norm", &add_rms_norm, "input"_a, "residual"_a, "normalized_shape"_a, "weight"_a.none(), "eps"_a,
-        "out"_a, "residual_out"_a, "rstd"_a.none() = none, "weight_offset"_a = 0.0);
+        "weight_offset"_a, "out"_a.none(), "residual_out"_a.none(), "return_stats"_a);
   m.def("layer_norm_backward", &layer_norm_backward, "grad_output"_a, "input"_a, "normalized_shape"_a, "mean"_a,
-        "rstd"_a, "weight"_a.none(), "grad_input"_a, "grad_weight"_a.none() = none, "grad_bias"_a.none() = none);
+        "rstd"_a, "weight"_a.none(), "bias"_a.none(), "out"_a.none(), "want_weight"_a, "want_bias"_a);
   m.def("rms_norm_backward", &rms_norm_backward, "grad_output"_a, "input"_a, "normalized_shape"_a, "rstd"_a,
-        "weight"_a.none(), "grad_input"_a, "grad_weight"_a.none() = none, "weight_offset"_a = 0.0);
+        "weight"_a.none(), "weight_offset"_a, "out"_a.none(), "want_weight"_a);
   m.def("add_layer_norm_backward", &add_layer_norm_backward, "grad_output"_a, "grad_residual_out"_a.none(),
-        "residual_out"_a, "normalized_shape"_a, "mean"_a, "rstd"_a, "weight"_a.none(), "grad_residual"_a,
-        "grad_weight"_a.none() = none, "grad_bias"_a.none() = none);
+        "residual_out"_a, "normalized_shape"_a, "mean"_a, "rstd"_a, "weight"_a.none(), "bias"_a.none(),
+        "out"_a.none(), "want_weight"_a, "want_bias"_a);
   m.def("add_rms_norm_backward", &add_rms_norm_backward, "grad_output"_a, "grad_residual_out"_a.none(),
-        "residual_out"_a, "normalized_shape"_a, "rstd"_a, "weight"_a.none(), "grad_residual"_a,
-        "grad_weight"_a.none() = none, "weight_offset"_a = 0.0);
+        "residual_out"_a, "normalized_shape"_a, "rstd"_a, "weight"_a.none(), "weight_offset"_a, "out"_a.none(),
+        "want_weight"_a);
 }
