@@ -94,102 +94,126 @@ def _no_autograd_out(fn: str) -> None:
 # ---------------------------------------------------------------------------
 # Eager autograd: torch.autograd.Function around the kernels. The binding
 # allocates every output (a C call through the DLPack exchange API).
+#
+# What a single-row call costs outside the kernels is mostly this layer, so
+# it is kept lean: the statistics ride on ctx as attributes (they are the
+# Function's own intermediates, never seen by the caller unless
+# return_stats, in which case they are also non-differentiable outputs), and
+# double backward is refused up front instead of through
+# @once_differentiable (~3 µs per call).
+
+
+def _refuse_double_backward() -> None:
+    # The engine runs a backward with grad mode on only for create_graph=True.
+    if _grad_enabled():
+        raise RuntimeError(
+            "normkit: double backward is not supported (the gradient of a normkit gradient); "
+            "call backward/grad without create_graph=True"
+        )
+
+
+def _rows(t, ns):
+    return t if t.is_contiguous() else as_rows(t, ns)
 
 
 class _LayerNormFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, normalized_shape, weight, bias, eps):
+    def forward(ctx, x, normalized_shape, weight, bias, eps, return_stats):
         y, mean, rstd = _C.layer_norm(x, normalized_shape, weight, bias, eps, None, True)
-        ctx.save_for_backward(x, weight, bias, mean, rstd)
-        ctx.normalized_shape = normalized_shape
+        ctx.save_for_backward(x, weight, bias)
+        ctx.stats, ctx.normalized_shape = (mean, rstd), normalized_shape
+        if not return_stats:
+            return y
         ctx.mark_non_differentiable(mean, rstd)
-        ctx.set_materialize_grads(False)
         return y, mean, rstd
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, dy, _dmean, _drstd):
-        if dy is None:
-            return None, None, None, None, None
-        x, weight, bias, mean, rstd = ctx.saved_tensors
-        need_x, _, need_w, need_b, _ = ctx.needs_input_grad
+    def backward(ctx, dy, *_stats_grads):
+        _refuse_double_backward()
+        x, weight, bias = ctx.saved_tensors
+        mean, rstd = ctx.stats
+        need_x, _, need_w, need_b, _, _ = ctx.needs_input_grad
         ns = ctx.normalized_shape
-        dx, dw, db = _C.layer_norm_backward(as_rows(dy, ns), x, ns, mean, rstd, weight, bias, None, need_w, need_b)
-        return (dx if need_x else None), None, dw, db, None
+        dx, dw, db = _C.layer_norm_backward(_rows(dy, ns), x, ns, mean, rstd, weight, bias, None, need_w, need_b)
+        return (dx if need_x else None), None, dw, db, None, None
 
 
 class _RMSNormFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, normalized_shape, weight, eps, weight_offset):
+    def forward(ctx, x, normalized_shape, weight, eps, weight_offset, return_stats):
         y, rstd = _C.rms_norm(x, normalized_shape, weight, eps, weight_offset, None, True)
-        ctx.save_for_backward(x, weight, rstd)
-        ctx.normalized_shape, ctx.weight_offset = normalized_shape, weight_offset
+        ctx.save_for_backward(x, weight)
+        ctx.rstd, ctx.normalized_shape, ctx.weight_offset = rstd, normalized_shape, weight_offset
+        if not return_stats:
+            return y
         ctx.mark_non_differentiable(rstd)
-        ctx.set_materialize_grads(False)
         return y, rstd
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, dy, _drstd):
-        if dy is None:
-            return None, None, None, None, None
-        x, weight, rstd = ctx.saved_tensors
-        need_x, _, need_w, _, _ = ctx.needs_input_grad
+    def backward(ctx, dy, *_stats_grads):
+        _refuse_double_backward()
+        x, weight = ctx.saved_tensors
+        need_x, _, need_w, _, _, _ = ctx.needs_input_grad
         ns = ctx.normalized_shape
-        dx, dw = _C.rms_norm_backward(as_rows(dy, ns), x, ns, rstd, weight, ctx.weight_offset, None, need_w)
-        return (dx if need_x else None), None, dw, None, None
+        dx, dw = _C.rms_norm_backward(_rows(dy, ns), x, ns, ctx.rstd, weight, ctx.weight_offset, None, need_w)
+        return (dx if need_x else None), None, dw, None, None, None
 
 
 class _AddLayerNormFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, residual, normalized_shape, weight, bias, eps):
+    def forward(ctx, x, residual, normalized_shape, weight, bias, eps, return_stats):
         y, h, mean, rstd = _C.add_layer_norm(x, residual, normalized_shape, weight, bias, eps, None, None, True)
-        ctx.save_for_backward(h, weight, bias, mean, rstd)
-        ctx.normalized_shape, ctx.x_dtype = normalized_shape, x.dtype
+        ctx.save_for_backward(h, weight, bias)
+        ctx.stats, ctx.normalized_shape, ctx.x_dtype = (mean, rstd), normalized_shape, x.dtype
+        ctx.set_materialize_grads(False)  # an unused h costs no zero-filled gradient
+        if not return_stats:
+            return y, h
         ctx.mark_non_differentiable(mean, rstd)
-        ctx.set_materialize_grads(False)
         return y, h, mean, rstd
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, dy, dh_out, _dmean, _drstd):
-        h, weight, bias, mean, rstd = ctx.saved_tensors
-        need_x, need_res, _, need_w, need_b, _ = ctx.needs_input_grad
+    def backward(ctx, dy, dh_out, *_stats_grads):
+        _refuse_double_backward()
+        h, weight, bias = ctx.saved_tensors
+        mean, rstd = ctx.stats
+        need_x, need_res, _, need_w, need_b, _, _ = ctx.needs_input_grad
         ns = ctx.normalized_shape
         if dy is None:  # only h was used downstream: the norm contributes nothing
             dy = torch.zeros(h.shape, dtype=ctx.x_dtype)
         if dh_out is not None:
-            dh_out = as_rows(dh_out, ns)
-        dh, dw, db = _C.add_layer_norm_backward(
-            as_rows(dy, ns), dh_out, h, ns, mean, rstd, weight, bias, None, need_w, need_b
-        )
+            dh_out = _rows(dh_out, ns)
+        dh, dw, db = _C.add_layer_norm_backward(_rows(dy, ns), dh_out, h, ns, mean, rstd, weight, bias, None,
+                                                need_w, need_b)
         dx = dh.to(ctx.x_dtype) if need_x else None
-        return dx, (dh if need_res else None), None, dw, db, None
+        return dx, (dh if need_res else None), None, dw, db, None, None
 
 
 class _AddRMSNormFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, residual, normalized_shape, weight, eps, weight_offset):
+    def forward(ctx, x, residual, normalized_shape, weight, eps, weight_offset, return_stats):
         y, h, rstd = _C.add_rms_norm(x, residual, normalized_shape, weight, eps, weight_offset, None, None, True)
-        ctx.save_for_backward(h, weight, rstd)
-        ctx.normalized_shape, ctx.x_dtype, ctx.weight_offset = normalized_shape, x.dtype, weight_offset
-        ctx.mark_non_differentiable(rstd)
+        ctx.save_for_backward(h, weight)
+        ctx.rstd, ctx.normalized_shape, ctx.x_dtype, ctx.weight_offset = rstd, normalized_shape, x.dtype, weight_offset
         ctx.set_materialize_grads(False)
+        if not return_stats:
+            return y, h
+        ctx.mark_non_differentiable(rstd)
         return y, h, rstd
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, dy, dh_out, _drstd):
-        h, weight, rstd = ctx.saved_tensors
-        need_x, need_res, _, need_w, _, _ = ctx.needs_input_grad
+    def backward(ctx, dy, dh_out, *_stats_grads):
+        _refuse_double_backward()
+        h, weight = ctx.saved_tensors
+        need_x, need_res, _, need_w, _, _, _ = ctx.needs_input_grad
         ns = ctx.normalized_shape
         if dy is None:
             dy = torch.zeros(h.shape, dtype=ctx.x_dtype)
         if dh_out is not None:
-            dh_out = as_rows(dh_out, ns)
-        dh, dw = _C.add_rms_norm_backward(as_rows(dy, ns), dh_out, h, ns, rstd, weight, ctx.weight_offset, None, need_w)
+            dh_out = _rows(dh_out, ns)
+        dh, dw = _C.add_rms_norm_backward(_rows(dy, ns), dh_out, h, ns, ctx.rstd, weight, ctx.weight_offset, None,
+                                          need_w)
         dx = dh.to(ctx.x_dtype) if need_x else None
-        return dx, (dh if need_res else None), None, dw, None, None
+        return dx, (dh if need_res else None), None, dw, None, None, None
 
 
 # ---------------------------------------------------------------------------
@@ -484,8 +508,7 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out, return_stats):
     ):
         if out is not None:
             _no_autograd_out("layer_norm")
-        y, mean, rstd = _LayerNormFn.apply(input, normalized_shape, weight, bias, eps)
-        return (y, mean, rstd) if return_stats else y
+        return _LayerNormFn.apply(input, normalized_shape, weight, bias, eps, return_stats)
     r = _C.layer_norm(input, normalized_shape, weight, bias, eps, out, return_stats)
     if out is not None:
         _bump_version(out)  # autograd must see the write, as with any in-place op
@@ -503,8 +526,7 @@ def rms_norm(input, normalized_shape, weight, eps, weight_offset, out, return_st
     if _grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)):
         if out is not None:
             _no_autograd_out("rms_norm")
-        y, rstd = _RMSNormFn.apply(input, normalized_shape, weight, eps, weight_offset)
-        return (y, rstd) if return_stats else y
+        return _RMSNormFn.apply(input, normalized_shape, weight, eps, weight_offset, return_stats)
     r = _C.rms_norm(input, normalized_shape, weight, eps, weight_offset, out, return_stats)
     if out is not None:
         _bump_version(out)
@@ -529,8 +551,7 @@ def add_layer_norm(input, residual, normalized_shape, weight, bias, eps, out, re
     ):
         if out is not None or residual_out is not None:
             _no_autograd_out("add_layer_norm")
-        y, h, mean, rstd = _AddLayerNormFn.apply(input, residual, normalized_shape, weight, bias, eps)
-        return (y, h, mean, rstd) if return_stats else (y, h)
+        return _AddLayerNormFn.apply(input, residual, normalized_shape, weight, bias, eps, return_stats)
     r = _C.add_layer_norm(input, residual, normalized_shape, weight, bias, eps, out, residual_out, return_stats)
     if out is not None:
         _bump_version(out)
@@ -556,8 +577,7 @@ def add_rms_norm(input, residual, normalized_shape, weight, eps, weight_offset, 
     ):
         if out is not None or residual_out is not None:
             _no_autograd_out("add_rms_norm")
-        y, h, rstd = _AddRMSNormFn.apply(input, residual, normalized_shape, weight, eps, weight_offset)
-        return (y, h, rstd) if return_stats else (y, h)
+        return _AddRMSNormFn.apply(input, residual, normalized_shape, weight, eps, weight_offset, return_stats)
     r = _C.add_rms_norm(input, residual, normalized_shape, weight, eps, weight_offset, out, residual_out, return_stats)
     if out is not None:
         _bump_version(out)
