@@ -148,6 +148,10 @@ Result run_check(const Check& check, const Norms& norms) {
     rec.row("the check ran to completion", std::string("threw: ") + e.what(), "no exception", false);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Every value is a measured number; NaN or Inf means the measurement broke
+  // (and JSON could not carry it).
+  for (const Value& v : rec.values())
+    if (!std::isfinite(v.value)) rec.row("value " + v.name + " is finite", fmt(v.value), "a finite number", false);
   r.passed = rec.all_ok();
   r.rows = rec.take_rows();
   r.values = rec.take_values();

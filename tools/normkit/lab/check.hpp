@@ -60,6 +60,7 @@ class Recorder {
   void note(const std::string& name, const std::string& what, double measured, std::string context);
 
   bool all_ok() const;
+  const std::vector<Value>& values() const { return values_; }
   std::vector<Row> take_rows() { return std::move(rows_); }
   std::vector<Value> take_values() { return std::move(values_); }
 
