@@ -28,7 +28,12 @@ def main():
     expect(len(ids) >= 11, f"--list names {len(ids)} checks")
 
     full = run(binary, "--json")
-    doc = json.loads(full.stdout)  # raises (fails the test) if not valid JSON
+    def no_duplicate_keys(pairs):
+        keys = [k for k, _ in pairs]
+        expect(len(keys) == len(set(keys)), f"duplicate JSON keys: {sorted(k for k in set(keys) if keys.count(k) > 1)}")
+        return dict(pairs)
+
+    doc = json.loads(full.stdout, object_pairs_hook=no_duplicate_keys)  # raises if not valid JSON
     expect(isinstance(doc, dict), "top level is an object")
     checks = doc.get("checks")
     expect(isinstance(checks, list), "`checks` is an array")

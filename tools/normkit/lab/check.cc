@@ -29,7 +29,12 @@ std::string fmt_vec(const std::vector<double>& v, int digits) {
   return s + "]";
 }
 
-void Recorder::value(std::string name, double v) { values_.push_back({std::move(name), v}); }
+void Recorder::value(std::string name, double v) {
+  // Names are keys of a JSON object: a repeated one would hide a value.
+  for (const Value& old : values_)
+    if (old.name == name) row("value name " + name + " is unique", "repeated", "unique", false);
+  values_.push_back({std::move(name), v});
+}
 
 void Recorder::row(std::string what, std::string measured, std::string expected,
                    std::optional<bool> ok) {

@@ -116,7 +116,7 @@ void check_low_precision_reference(const Norms& norms, Recorder& rec) {
       const Array* bias32 = kind == Kind::layer ? &b32 : nullptr;
       const ForwardRun f16 = forward(norms, kind, x, &w, bias, eps);
       const ForwardRun f32 = forward(norms, kind, x32, &w32, bias32, eps);
-      rec.at_most(k + "_f32_reference_vs_oracle", K + " f32 reference against the fp64 oracle, / bound",
+      rec.at_most(k + "_f32_reference_vs_oracle_for_" + d, K + " f32 reference (for " + d + ") against the fp64 oracle, / bound",
                   f32.worst_ratio(), 1.0);
       const Array ref(dt, rows, D, f32.y.values());
       agree(rec, k + "_" + d + "_vs_f32", K + " " + d + " against round(f32 reference), rows of scale 1…5600",
