@@ -156,10 +156,10 @@ void check_low_precision_reference(const Norms& norms, Recorder& rec) {
     }
     rec.row("negative control (" + control.name + ") " + K + "[1000,…,4000] f16: output", fmt_vec(yc.values()),
             "a finite vector of zeros", finite && zero);
-    rec.is_true(k + "_control_passes_isfinite", "an isfinite check on the control's output passes", finite,
+    rec.is_true(k + "_control_passes_isfinite", "an isfinite check on the control's " + K + " output passes", finite,
                 "yes: isfinite alone cannot catch this");
     differ(rec, k + "_control_vs_f32",
-           "the control's output against round(f32 reference): the reference catches it", yc.values(),
+           "the control's " + K + " output against round(f32 reference): the reference catches it", yc.values(),
            ref.values(), tol);
   }
 }
