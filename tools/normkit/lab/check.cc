@@ -125,7 +125,7 @@ const std::vector<Check>& all_checks() {
        check_residual_update_angle},
       {"runtime_arithmetic",
        "Amdahl's law turns a norm's time share into a speed-up ceiling; on this machine a norm's "
-       "share of a transformer-like step's time far exceeds its share of the FLOPs.",
+       "share of a transformer-like step's time exceeds its share of the FLOPs several times over.",
        check_runtime_arithmetic},
       {"seed_claims",
        "Each quantitative claim of the texts that this machine can measure is measured and reported "

@@ -8,6 +8,7 @@
 #include "lab/check.hpp"
 #include "lab/numerics.hpp"
 #include "normkit/half.hpp"
+#include "normkit/threading.hpp"
 
 #ifdef NORMKIT_LAB_CBLAS
 #include <cblas.h>
@@ -84,8 +85,17 @@ void check_runtime_arithmetic(const Norms& norms, Recorder& rec) {
   for (float& v : x) v = static_cast<float>(rng.normal());
   for (float& v : w1) v = static_cast<float>(rng.normal() / std::sqrt(static_cast<double>(D)));
   for (float& v : w2) v = static_cast<float>(rng.normal() / std::sqrt(static_cast<double>(F)));
-  rec.row("timed step", "rows " + std::to_string(rows) + ", D " + std::to_string(D) + ", FFN D×4D, f32",
+  rec.row("timed step", "rows " + std::to_string(rows) + ", D " + std::to_string(D) + ", FFN D×4D, f32, one thread",
           std::string("matmuls by ") + kMatmul, std::nullopt);
+  // One thread for both the norm and the matmuls: two thread pools (OpenMP's
+  // and OpenBLAS's) on the same cores wait on each other's spinning threads,
+  // and that contention, not either kernel, would dominate the timings.
+  const int normkit_threads = num_threads();
+  set_num_threads(1);
+#ifdef NORMKIT_LAB_CBLAS
+  const int blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+#endif
 
   for (const Kind kind : {Kind::rms, Kind::layer}) {
     const std::string k = kind_tag(kind), K = kind_name(kind);
@@ -130,6 +140,10 @@ void check_runtime_arithmetic(const Norms& norms, Recorder& rec) {
              amdahl(flop_share, std::numeric_limits<double>::infinity()), "what FLOP counting would predict");
     rec.at_least(k + "_time_over_flop_share", K + ": time share / FLOP share", share / flop_share, 1.0);
   }
+  set_num_threads(normkit_threads);
+#ifdef NORMKIT_LAB_CBLAS
+  openblas_set_num_threads(blas_threads);
+#endif
 }
 
 void check_seed_claims(const Norms& norms, Recorder& rec) {
