@@ -50,10 +50,16 @@
 // and any run.
 //
 // Edge cases:
-//   rows == 0            a no-op (nothing is read or written)
+//   rows == 0            a no-op: nothing is read or written, except that
+//                        a backward's dweight/dbias (a sum over no rows)
+//                        are set to 0
 //   D == 0, rows > 0     an Error: a norm over zero features has no mean
-//   NaN/Inf in a row     NaN/Inf in that row's outputs (and its mean/rstd)
-//                        only; other rows are unaffected. In the backward, a
+//   NaN/Inf in a row     affects that row's outputs (and its mean/rstd)
+//                        only; other rows are bitwise unaffected. Within
+//                        the row IEEE arithmetic decides, as in PyTorch:
+//                        LayerNorm gives NaN throughout; RMSNorm gives NaN
+//                        throughout for a NaN, and for an Inf rstd = 0, so
+//                        NaN at the Inf and 0 elsewhere. In the backward, a
 //                        non-finite row also makes dweight/dbias non-finite,
 //                        since those sum over all rows.
 //   eps                  must be finite and >= 0; eps = 0 on a zero row gives

@@ -3,6 +3,8 @@
 // and the kernel interface.
 #include "normkit/ops.hpp"
 
+#include <cstring>
+
 #include "cpu/kernels.hpp"
 #include "dispatch/validate.hpp"
 #include "normkit/version.hpp"
@@ -38,6 +40,10 @@ void check_stream_dtype(const Validator& v, const Arg& r, DType x) {
     v.dtype_in(r, {x, DType::f32}, "(the residual stream is in x's dtype or f32)");
   else
     v.dtype_in(r, {x}, "(the residual stream is in x's dtype)");
+}
+
+void zero(const Vector& v) {
+  if (v.present()) std::memset(v.data, 0, static_cast<std::size_t>(v.size) * dtype_size(v.dtype));
 }
 
 // The first present argument's dtype, or `fallback`.
@@ -164,12 +170,13 @@ void backward(const BackwardCall& c) {
   }
   v.matrix(dx, rows, D, "dy");
   v.same_dtype(dx, xin);
+  // An empty (rows = 0) statistic is indistinguishable from an absent one.
   if (c.kind == NormKind::layer) {
-    v.required(mean);
+    if (rows > 0) v.required(mean);
     v.vector(mean, rows, "rows");
     v.dtype_in(mean, {stat_dtype(dy.dtype)}, "(as written by the forward)");
   }
-  v.required(rstd);
+  if (rows > 0) v.required(rstd);
   v.vector(rstd, rows, "rows");
   v.dtype_in(rstd, {stat_dtype(dy.dtype)}, "(as written by the forward)");
   v.vector(weight, D, "D");
@@ -184,7 +191,12 @@ void backward(const BackwardCall& c) {
   v.weight_offset(c.weight_offset, weight);
   v.no_overlap({dx, dweight, dbias}, {dy, dh_out, xin, mean, rstd, weight},
                {{"dx", "dy"}, {"dh", "dh_out"}});
-  if (rows == 0) return;
+  if (rows == 0) {
+    // A sum over no rows is zero: the parameter gradients are still written.
+    zero(c.dweight);
+    zero(c.dbias);
+    return;
+  }
 
   detail::BackwardArgs a;
   a.kind = c.kind;

@@ -57,7 +57,7 @@ inline double accum_roundoff(DType x) { return x == DType::f64 ? 0x1p-53 : 0x1p-
 // error of an output that lands in the subnormal range.
 inline double half_min_subnormal(DType t) {
   switch (t) {
-    case DType::f64: return 0x1p-1075;
+    case DType::f64: return 0.0;  // 2^-1075 underflows double itself
     case DType::f32: return 0x1p-150;
     case DType::f16: return 0x1p-25;
     case DType::bf16: return 0x1p-134;

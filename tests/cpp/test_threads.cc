@@ -1,0 +1,59 @@
+// Determinism: every output, including the parameter gradients reduced
+// over rows, is bitwise identical for 1, 2 and 7 threads.
+#include <gtest/gtest.h>
+
+#include "cases.hpp"
+
+namespace normkit::test {
+namespace {
+
+struct Outputs {
+  std::vector<unsigned char> y, stats, dx, dweight, dbias;
+  bool operator==(const Outputs&) const = default;
+};
+
+Outputs run_all(const Case& c, const Buffer& x, const Buffer& dy, const Params& p) {
+  const std::int64_t rows = x.rows(), D = x.cols();
+  Buffer y(c.x, rows, D), mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows), dx(c.x, rows, D);
+  Buffer dweight(c.w, 1, D), dbias(c.w, 1, D);
+  if (c.op == Op::layer) {
+    layer_norm(x.cmat(), p.w(), p.b(), 1e-5, y.mat(), mean.vec(), rstd.vec());
+    layer_norm_backward(dy.cmat(), x.cmat(), mean.cvec(), rstd.cvec(), p.w(), dx.mat(), dweight.vec(), dbias.vec());
+  } else {
+    rms_norm(x.cmat(), p.w(), 1e-5, y.mat(), rstd.vec(), p.offset);
+    rms_norm_backward(dy.cmat(), x.cmat(), rstd.cvec(), p.w(), dx.mat(), dweight.vec(), p.offset);
+  }
+  std::vector<unsigned char> stats = mean.bytes();
+  stats.insert(stats.end(), rstd.bytes().begin(), rstd.bytes().end());
+  return {y.bytes(), stats, dx.bytes(), dweight.bytes(), dbias.bytes()};
+}
+
+TEST(Determinism, BitwiseAcrossThreadCounts) {
+  std::mt19937_64 rng(9);
+  for (const Case& c : all_cases()) {
+    if (c.affine == Affine::none || c.affine == Affine::bias) continue;
+    for (auto [rows, D] : {std::pair<std::int64_t, std::int64_t>{1000, 768}, {333, 4097}, {5, 65537}}) {
+      Buffer x(c.x, rows, D), dy(c.x, rows, D);
+      fill_normal(x, rng, 0.5, 2.0);
+      fill_normal(dy, rng);
+      const Params p = make_params(c, D, rng);
+      set_num_threads(1);
+      const Outputs one = run_all(c, x, dy, p);
+      for (int t : {2, 7}) {
+        set_num_threads(t);
+        EXPECT_TRUE(run_all(c, x, dy, p) == one) << name_of(c) << " rows=" << rows << " D=" << D << " threads=" << t;
+      }
+      set_num_threads(0);
+    }
+  }
+}
+
+TEST(Threading, SettingIsReadBack) {
+  set_num_threads(3);
+  EXPECT_EQ(num_threads(), 3);
+  set_num_threads(0);
+  EXPECT_GE(num_threads(), 1);
+}
+
+}  // namespace
+}  // namespace normkit::test
