@@ -62,6 +62,9 @@ def plot(records, size_class, out, title):
                         marker=MARKERS.get(threads, "^"), markersize=4, linewidth=1.2)
             ax.set_title(op, fontsize=10)
             ax.set_xscale("log", base=2)
+            widths = sorted({d for (o, *_), pts in series.items() if o == op for d, _ in pts})
+            ax.set_xticks(widths, [str(d) for d in widths], rotation=45, fontsize=8)
+            ax.minorticks_off()
             ax.axhline(100, color="grey", linewidth=0.8)
             ax.grid(True, which="both", alpha=0.3)
             if row == 1:

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench_check.hpp"
 #include "bench_impls.hpp"
 #include "bench_memory.hpp"
 #include "bench_ops.hpp"
@@ -215,6 +216,14 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
+// The first three fields of /proc/loadavg: how busy the machine was.
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  if (!(f >> a >> b >> c)) return "unknown";
+  return a + " " + b + " " + c;
+}
+
 std::string caches_line(const Caches& c) {
   return "L1d " + std::to_string(c.l1d >> 10) + " KiB, L2 " + std::to_string(c.l2 >> 10) +
          " KiB, L3 " + std::to_string(c.l3 >> 10) + " KiB (sysfs, CPU 0)";
@@ -279,7 +288,16 @@ class Runner {
     const std::vector<Tensors> tensors = carve(arena_, op, s, sets);
     fill_inputs(op, s, tensors);
     const Call call = impl.prepare(op, s, tensors);
-    r.timing = time_calls([&](std::int64_t i) { call(i % sets); }, sets, o_.timing);
+
+    // Checked against the oracle before it is timed.
+    write_checked_stats(op, s, tensors[0], impl.variance_stats);
+    call(0);
+    if (const std::string error = check_outputs(op, s, tensors[0]); !error.empty())
+      throw std::runtime_error(r.impl + " " + r.op + " " + std::string(dtype_name(dt)) + " rows=" +
+                               std::to_string(s.rows) + " D=" + std::to_string(D) +
+                               " disagrees with the fp64 oracle: " + error);
+
+    r.timing = time_calls([&](std::int64_t i) { call(i % sets); }, o_.timing);
     finish(r, c);
   }
 
@@ -341,10 +359,11 @@ int bench_main(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
+  RunInfo info;
+  info.load_before = load_average();
   Runner runner(o);
   runner.run_all();
-
-  RunInfo info;
+  info.load_after = load_average();
   info.cpu = cpu_model();
   info.caches = caches_line(runner.caches());
 #ifdef NORMKIT_BENCH_ONEDNN

@@ -24,6 +24,7 @@ struct Impl {
   std::string_view name;
   std::string_view what;  // one line for --help and the docs
   bool threaded;          // follows the thread setting; false: always one thread
+  bool variance_stats;    // its backward takes the variance, not rstd, in the rstd array
   // The parameter dtype it takes with `act` activations, or no value when it
   // has no such op or dtype.
   std::optional<DType> (*param_dtype)(const Op& op, DType act);

@@ -193,7 +193,7 @@ Ceiling Ceilings::measure(std::int64_t ws, std::int64_t sets, int threads) {
               vector_copy(set + half + b, set + b, static_cast<std::size_t>(e - b));
           });
         },
-        sets, cfg_);
+        cfg_);
   };
   const Timing by_memcpy = copy_with(true), by_vector = copy_with(false);
 
@@ -206,7 +206,7 @@ Ceiling Ceilings::measure(std::int64_t ws, std::int64_t sets, int threads) {
           sink.fetch_add(read_sum(set + b, static_cast<std::size_t>(e - b)), std::memory_order_relaxed);
         });
       },
-      sets, cfg_);
+      cfg_);
 
   Ceiling c;
   const bool memcpy_wins = by_memcpy.median_s <= by_vector.median_s;

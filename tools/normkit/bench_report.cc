@@ -12,7 +12,7 @@ namespace {
 constexpr std::string_view kClasses[] = {"dram", "cache", "row"};
 
 std::string_view class_title(std::string_view c) {
-  if (c == "dram") return "beyond cache";
+  if (c == "dram") return "rotated buffers (beyond cache where 'where' says DRAM)";
   if (c == "cache") return "cache-resident (same buffers every call)";
   return "one row (decode step; same buffers every call)";
 }
@@ -79,11 +79,7 @@ void print_ratios(std::FILE* out, const std::vector<Record>& rs, std::string_vie
     const Record* r = find(rs, "normkit", find_op(norm, pass).name, dt, D, threads, size_class);
     return r ? r->timing.median_s : std::numeric_limits<double>::quiet_NaN();
   };
-  std::fprintf(out,
-               "\n   normkit ratios: RMSNorm time / LayerNorm time (< 1: RMSNorm faster); "
-               "fused speedup = time(add then norm) / time(fused)\n");
-  std::fprintf(out, "   %-5s %6s | %8s %8s %8s %8s | %9s %9s\n", "dtype", "D", "fwd", "bwd",
-               "fused", "add+norm", "fused LN", "fused RMS");
+  bool header = false;
   for (DType dt : dtypes)
     for (std::int64_t D : widths) {
       const auto ratio = [&](Pass p) {
@@ -95,6 +91,14 @@ void print_ratios(std::FILE* out, const std::vector<Record>& rs, std::string_vie
       const double v[] = {ratio(Pass::forward), ratio(Pass::backward), ratio(Pass::fused),
                           ratio(Pass::add_then_norm), speedup(Norm::layer), speedup(Norm::rms)};
       if (std::all_of(std::begin(v), std::end(v), [](double x) { return std::isnan(x); })) continue;
+      if (!header) {
+        header = true;
+        std::fprintf(out,
+                     "\n   normkit ratios: RMSNorm time / LayerNorm time (< 1: RMSNorm faster); "
+                     "fused speedup = time(add then norm) / time(fused)\n");
+        std::fprintf(out, "   %-5s %6s | %8s %8s %8s %8s | %9s %9s\n", "dtype", "D", "fwd", "bwd",
+                     "fused", "add+norm", "fused LN", "fused RMS");
+      }
       std::fprintf(out, "   %-5.*s %6lld |", static_cast<int>(dtype_name(dt).size()),
                    dtype_name(dt).data(), static_cast<long long>(D));
       for (int i = 0; i < 6; ++i) {
@@ -138,6 +142,10 @@ void target_line(std::FILE* out, const char* what, const Worst& w, double need, 
 void print_tables(std::FILE* out, const std::vector<Record>& rs, const RunInfo& info) {
   std::fprintf(out, "normkit bench — %s\n", info.cpu.c_str());
   std::fprintf(out, "caches: %s; oneDNN: %s\n", info.caches.c_str(), info.onednn.c_str());
+  std::fprintf(out,
+               "load average (1, 5, 15 min) at start: %s; at end: %s (the bench adds about its "
+               "thread count; more means other work shared the cores)\n",
+               info.load_before.c_str(), info.load_after.c_str());
   std::fprintf(out,
                "beyond cache: rows = %lld / D (at least 1), buffers rotated over %lld MiB; "
                "cache-resident: rows = %lld / D\n",

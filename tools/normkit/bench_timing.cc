@@ -16,15 +16,14 @@ double seconds_since(Clock::time_point t0) {
 
 }  // namespace
 
-Timing time_calls(const std::function<void(std::int64_t)>& call, std::int64_t sets,
-                  const TimingConfig& cfg) {
+Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingConfig& cfg) {
   std::int64_t i = 0;
 
   // Warm-up, which also estimates the time of one call.
-  const std::int64_t warmup = std::max<std::int64_t>(sets, 3);
+  constexpr int warmup = 3;
   const auto w0 = Clock::now();
   for (std::int64_t k = 0; k < warmup; ++k) call(i++);
-  const double per_call = seconds_since(w0) / static_cast<double>(warmup);
+  const double per_call = seconds_since(w0) / warmup;
 
   Timing t;
   t.calls_per_sample = static_cast<int>(

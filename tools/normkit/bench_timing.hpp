@@ -23,13 +23,13 @@ struct Timing {
 // Times call(i) for i = 0, 1, 2, ... The caller maps i to a buffer set
 // (i % sets), so consecutive calls rotate through the sets.
 //
-// Warm-up: `sets` calls (every set touched once, so no sample pays a page
-// fault or a cold instruction cache), and at least 3. Then samples of
-// `calls_per_sample` consecutive calls, batched only when one call is too
-// short to time alone (~20 µs, far above the ~20 ns clock overhead). The
-// median is reported: on a shared 2-core VM a thread is sometimes
-// descheduled for milliseconds, which ruins a mean but not a median.
-Timing time_calls(const std::function<void(std::int64_t)>& call, std::int64_t sets,
-                  const TimingConfig& cfg);
+// Warm-up: 3 calls (cold instruction cache, lazy initialisation, thread
+// pool start-up). Page faults need no warm-up: the bench touches every page
+// of its buffers when it allocates them and fills the inputs just before.
+// Then samples of `calls_per_sample` consecutive calls, batched only when one
+// call is too short to time alone (~20 µs, far above the ~20 ns clock
+// overhead). The median is reported: on a shared 2-core VM a thread is
+// sometimes descheduled for milliseconds, which ruins a mean but not a median.
+Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingConfig& cfg);
 
 }  // namespace normkit::bench
