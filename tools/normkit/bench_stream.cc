@@ -28,7 +28,12 @@ std::uint64_t ReadSum(const std::byte* p, std::size_t bytes) {
     a2 = hn::Add(a2, hn::LoadU(d, w + i + 2 * N));
     a3 = hn::Add(a3, hn::LoadU(d, w + i + 3 * N));
   }
-  std::uint64_t sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  // Lanes summed in unsigned scalar code: the AVX-512 reduction intrinsic
+  // behind SumOfLanes adds as signed 64-bit, which overflows (UB) here.
+  HWY_ALIGN std::uint64_t lanes[hn::MaxLanes(d)];
+  hn::Store(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), d, lanes);
+  std::uint64_t sum = 0;
+  for (std::size_t k = 0; k < N; ++k) sum += lanes[k];
   for (; i < words; ++i) sum += w[i];
   for (std::size_t b = words * sizeof(std::uint64_t); b < bytes; ++b)
     sum += static_cast<std::uint8_t>(p[b]);
