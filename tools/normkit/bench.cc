@@ -67,8 +67,16 @@ options:
   --min-time S       seconds to keep sampling each record  [0.25]
   --help             this text
 
-The naive baseline runs on one thread only. Targets (docs/benchmarks.md) are
+The naive baseline runs on one thread only. Every implementation is checked
+against the fp64 oracle before it is timed. Targets (docs/benchmarks.md) are
 printed after the tables as met / not met with their numbers.
+
+JSON records: impl, op, norm, pass, dtype, param_dtype, rows, D, threads,
+size_class, where (L1/L2/L3/DRAM: where the rotated buffers fit), sets,
+working_set_bytes, bytes_read, bytes_written, median_ms, min_ms, samples,
+calls_per_sample, gbps, ceiling_gbps, pct_of_ceiling, copy_gbps, read_gbps,
+copy_method. impl "ceiling", op "copy_row": the copy of one row.
+Plot them with bench/plot_bench.py.
 )";
 
 struct Options {
