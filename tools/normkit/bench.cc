@@ -288,13 +288,18 @@ class Runner {
     r.size_class = size_class;
     r.sets = sets;
     r.working_set = working_set_bytes(op, s);
-    r.where = residence(stride * sets, threads);
+    r.where = residence(stride * sets, caches_);
     r.traffic = traffic(op, s);
 
     // The ceiling first: it uses the arena, which carve() then fills.
     const Ceiling c = ceilings_.at(r.working_set, sets, threads);
     const std::vector<Tensors> tensors = carve(arena_, op, s, sets);
-    fill_inputs(op, s, tensors);
+    // The inputs stay as filled until a ceiling measurement overwrites the
+    // arena (no op writes an array it only reads), so the next implementation
+    // or thread count of the same op and shape reuses them.
+    const Filled now{&op, s.rows, s.D, s.act, s.param, sets, ceilings_.measurements()};
+    if (!(filled_ == now)) fill_inputs(op, s, tensors);
+    filled_ = now;
     const Call call = impl.prepare(op, s, tensors);
 
     // Checked against the oracle before it is timed.
@@ -322,7 +327,7 @@ class Runner {
     r.threads = threads;
     r.size_class = "row";
     r.working_set = 2 * bytes;
-    r.where = residence(2 * bytes, threads);
+    r.where = residence(2 * bytes, caches_);
     r.traffic = {bytes, bytes};
     r.timing.median_s = r.timing.min_s = c.copy_median_s;
     finish(r, c);
@@ -343,16 +348,18 @@ class Runner {
     records_.push_back(std::move(r));
   }
 
-  // Where a footprint touched again and again can stay, with `threads`
-  // cores each holding its share in its own L1 and L2.
-  std::string residence(std::int64_t bytes, int threads) const {
-    const std::int64_t per_core = bytes / std::max(threads, 1);
-    if (caches_.l1d && per_core <= caches_.l1d) return "L1";
-    if (caches_.l2 && per_core <= caches_.l2) return "L2";
-    return bench::residence(bytes, caches_);
-  }
+  // What the arena's inputs were last filled for.
+  struct Filled {
+    const Op* op = nullptr;
+    std::int64_t rows = 0, D = 0;
+    DType act = DType::f32, param = DType::f32;
+    std::int64_t sets = 0;
+    int measurements = -1;
+    bool operator==(const Filled&) const = default;
+  };
 
   const Options& o_;
+  Filled filled_;
   Arena arena_;
   Ceilings ceilings_;
   Caches caches_;

@@ -176,6 +176,7 @@ const Ceiling& Ceilings::at(std::int64_t working_set, std::int64_t sets, int thr
 }
 
 Ceiling Ceilings::measure(std::int64_t ws, std::int64_t sets, int threads) {
+  ++measurements_;
   const std::int64_t stride = round_up(ws, kPage);
   std::byte* base = arena_.get(static_cast<std::size_t>(stride * sets));
   fill(base, stride * sets);

@@ -76,6 +76,9 @@ class Ceilings {
   Ceilings(Arena& arena, TimingConfig cfg) : arena_(arena), cfg_(cfg) {}
   const Ceiling& at(std::int64_t working_set, std::int64_t sets, int threads);
 
+  // How many measurements have run (each overwrites part of the arena).
+  int measurements() const { return measurements_; }
+
   // Every measurement taken, for the report: (working set, sets, threads).
   const std::map<std::tuple<std::int64_t, std::int64_t, int>, Ceiling>& all() const { return done_; }
 
@@ -84,6 +87,7 @@ class Ceilings {
   Arena& arena_;
   TimingConfig cfg_;
   std::map<std::tuple<std::int64_t, std::int64_t, int>, Ceiling> done_;
+  int measurements_ = 0;
 };
 
 // The least time in which the traffic could move at these ceilings, as GB/s

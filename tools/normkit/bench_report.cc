@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string_view>
 
 namespace normkit::bench {
@@ -36,6 +37,13 @@ const Record* find(const std::vector<Record>& rs, std::string_view impl, std::st
 
 double us(const Record& r) { return r.timing.median_s * 1e6; }
 
+// A time in µs with about four significant digits, 10 characters wide.
+std::string us_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v < 10 ? "%10.3f" : v < 1000 ? "%10.2f" : "%10.1f", v);
+  return buf;
+}
+
 void print_group(std::FILE* out, const std::vector<Record>& rs, std::string_view size_class,
                  int threads, const std::vector<std::string>& others) {
   std::fprintf(out, "\n== %.*s, %d thread%s ==\n", static_cast<int>(class_title(size_class).size()),
@@ -52,18 +60,18 @@ void print_group(std::FILE* out, const std::vector<Record>& rs, std::string_view
       for (std::int64_t D : widths) {
         const Record* n = find(rs, "normkit", op.name, dt, D, threads, size_class);
         if (!n) continue;
-        std::fprintf(out, "%-20.*s %-5.*s %6lld %6lld %8.3f | %10.1f %7.1f %7.1f %5.1f%% %-5s",
+        std::fprintf(out, "%-20.*s %-5.*s %6lld %6lld %8.3f | %s %7.1f %7.1f %5.1f%% %-5s",
                      static_cast<int>(op.name.size()), op.name.data(),
                      static_cast<int>(dtype_name(dt).size()), dtype_name(dt).data(),
                      static_cast<long long>(D), static_cast<long long>(n->shape.rows),
-                     static_cast<double>(n->traffic.total()) / 1e6, us(*n), n->gbps,
+                     static_cast<double>(n->traffic.total()) / 1e6, us_text(us(*n)).c_str(), n->gbps,
                      n->ceiling_gbps, n->pct_of_ceiling, n->where.c_str());
         for (const std::string& o : others) {
           const Record* b = find(rs, o, op.name, dt, D, threads, size_class);
           if (!b && o == "ceiling" && op.pass == Pass::forward)
             b = find(rs, o, "copy_row", dt, D, threads, size_class);
           if (b)
-            std::fprintf(out, " | %10.1f %6.2f", us(*b), us(*b) / us(*n));
+            std::fprintf(out, " | %s %6.2f", us_text(us(*b)).c_str(), us(*b) / us(*n));
           else
             std::fprintf(out, " | %10s %6s", "-", "");
         }
@@ -112,29 +120,38 @@ void print_ratios(std::FILE* out, const std::vector<Record>& rs, std::string_vie
     }
 }
 
-// The worst of a set of records by a score; the line says which it was.
+// The worst of a set of records by a score, per thread count; the line says
+// which record it was.
 struct Worst {
-  double value = std::numeric_limits<double>::infinity();
-  std::string where;
-  int count = 0;
+  struct One {
+    double value = std::numeric_limits<double>::infinity();
+    std::string which;
+    int count = 0;
+  };
+  std::map<int, One> by_threads;
   void take(double v, const Record& r) {
-    ++count;
-    if (v < value) {
-      value = v;
-      where = r.op + " " + std::string(dtype_name(r.shape.act)) + " D=" +
-              std::to_string(r.shape.D) + " rows=" + std::to_string(r.shape.rows) + ", " +
-              std::to_string(r.threads) + " thread" + (r.threads == 1 ? "" : "s");
+    One& o = by_threads[r.threads];
+    ++o.count;
+    if (v < o.value || std::isnan(v)) {
+      o.value = v;
+      o.which = r.op + " " + std::string(dtype_name(r.shape.act)) + " D=" +
+                std::to_string(r.shape.D) + " rows=" + std::to_string(r.shape.rows);
     }
   }
 };
 
 void target_line(std::FILE* out, const char* what, const Worst& w, double need, const char* unit) {
-  if (w.count == 0) {
+  if (w.by_threads.empty()) {
     std::fprintf(out, "  [not measured] %s\n", what);
     return;
   }
-  std::fprintf(out, "  [%s] %s: worst %.2f%s of %d (%s)\n", w.value >= need ? "met" : "NOT met",
-               what, w.value, unit, w.count, w.where.c_str());
+  const bool met = std::all_of(w.by_threads.begin(), w.by_threads.end(),
+                               [&](const auto& kv) { return kv.second.value >= need; });
+  std::fprintf(out, "  [%s] %s\n", met ? "met" : "NOT met", what);
+  for (const auto& [threads, o] : w.by_threads)
+    std::fprintf(out, "      %d thread%s: worst %.2f%s of %d records (%s)%s\n", threads,
+                 threads == 1 ? " " : "s", o.value, unit, o.count, o.which.c_str(),
+                 o.value >= need ? "" : "  <- not met");
 }
 
 }  // namespace
@@ -175,15 +192,18 @@ void print_tables(std::FILE* out, const std::vector<Record>& rs, const RunInfo& 
 }
 
 void print_targets(std::FILE* out, const std::vector<Record>& rs) {
-  std::fprintf(out, "\ntargets (normkit; worst case over every record it applies to):\n");
+  std::fprintf(out,
+               "\ntargets (normkit; worst case over every record it applies to; \"beyond cache\": "
+               "rotated buffers whose footprint exceeds every cache sysfs reports):\n");
   Worst fwd32, fwd16, bwd, fused_rms, vs_onednn, row;
   for (const Record& r : rs) {
     if (r.impl != "normkit" || !r.table_op) continue;
     const Op& op = *r.table_op;
-    if (r.size_class == "dram" && op.pass == Pass::forward)
+    const bool beyond_cache = r.size_class == "dram" && r.where == "DRAM";
+    if (beyond_cache && op.pass == Pass::forward)
       (r.shape.act == DType::f32 ? fwd32 : fwd16).take(r.pct_of_ceiling, r);
-    if (r.size_class == "dram" && op.pass == Pass::backward) bwd.take(r.pct_of_ceiling, r);
-    if (r.size_class == "dram" && op.pass == Pass::fused && op.norm == Norm::rms) {
+    if (beyond_cache && op.pass == Pass::backward) bwd.take(r.pct_of_ceiling, r);
+    if (beyond_cache && op.pass == Pass::fused && op.norm == Norm::rms) {
       const Record* unfused = find(rs, "normkit", find_op(Norm::rms, Pass::add_then_norm).name,
                                    r.shape.act, r.shape.D, r.threads, r.size_class);
       if (unfused) fused_rms.take(unfused->timing.median_s / r.timing.median_s, r);
@@ -204,8 +224,8 @@ void print_targets(std::FILE* out, const std::vector<Record>& rs) {
   target_line(out, "faster than oneDNN at every measured shape (oneDNN time / normkit time)",
               vs_onednn, 1.0, "x");
   target_line(out,
-              "one row of D=4096 f32 forward within 2x the time to copy it (16 KiB): "
-              "2 x copy time / norm time",
+              "one row of D=4096 f32 forward within 2x the time to copy the row (16 KiB), "
+              "as 2 x copy time / norm time >= 1",
               row, 1.0, "");
 }
 
