@@ -48,8 +48,8 @@ void print_group(std::FILE* out, const std::vector<Record>& rs, std::string_view
                  int threads, const std::vector<std::string>& others) {
   std::fprintf(out, "\n== %.*s, %d thread%s ==\n", static_cast<int>(class_title(size_class).size()),
                class_title(size_class).data(), threads, threads == 1 ? "" : "s");
-  std::fprintf(out, "%-20s %-5s %6s %6s %8s | %10s %7s %7s %6s %-5s", "op", "dtype", "D", "rows",
-               "MB", "normkit us", "GB/s", "ceiling", "%ceil", "where");
+  std::fprintf(out, "%-20s %-5s %6s %6s %8s | %10s %7s %7s %6s %-5s %5s", "op", "dtype", "D",
+               "rows", "MB", "normkit us", "GB/s", "ceiling", "%ceil", "where", "pre%");
   for (const std::string& o : others) std::fprintf(out, " | %10s %6s", (o + " us").c_str(), "x");
   std::fprintf(out, "\n");
 
@@ -60,12 +60,13 @@ void print_group(std::FILE* out, const std::vector<Record>& rs, std::string_view
       for (std::int64_t D : widths) {
         const Record* n = find(rs, "normkit", op.name, dt, D, threads, size_class);
         if (!n) continue;
-        std::fprintf(out, "%-20.*s %-5.*s %6lld %6lld %8.3f | %s %7.1f %7.1f %5.1f%% %-5s",
+        std::fprintf(out, "%-20.*s %-5.*s %6lld %6lld %8.3f | %s %7.1f %7.1f %5.1f%% %-5s %5.0f",
                      static_cast<int>(op.name.size()), op.name.data(),
                      static_cast<int>(dtype_name(dt).size()), dtype_name(dt).data(),
                      static_cast<long long>(D), static_cast<long long>(n->shape.rows),
                      static_cast<double>(n->traffic.total()) / 1e6, us_text(us(*n)).c_str(), n->gbps,
-                     n->ceiling_gbps, n->pct_of_ceiling, n->where.c_str());
+                     n->ceiling_gbps, n->pct_of_ceiling, n->where.c_str(),
+                     100.0 * n->timing.preempted / std::max(n->timing.samples, 1));
         for (const std::string& o : others) {
           const Record* b = find(rs, o, op.name, dt, D, threads, size_class);
           if (!b && o == "ceiling" && op.pass == Pass::forward)
@@ -172,6 +173,8 @@ void print_tables(std::FILE* out, const std::vector<Record>& rs, const RunInfo& 
   std::fprintf(out,
                "us: median time per call; MB: bytes the op must move; ceiling: GB/s the same "
                "bytes reach at the measured copy/read bandwidth;\n"
+               "where: the cache the rotated buffers fit in; pre%%: samples during which another "
+               "process held the core (< 90%% CPU);\n"
                "x: that implementation's time / normkit's (> 1: normkit faster); "
                "ceiling x (one row): time to copy the row / normkit's\n");
   const auto threads = distinct<int>(rs, [](const Record& r) { return r.threads; });
@@ -192,6 +195,13 @@ void print_tables(std::FILE* out, const std::vector<Record>& rs, const RunInfo& 
 }
 
 void print_targets(std::FILE* out, const std::vector<Record>& rs) {
+  long long samples = 0, preempted = 0;
+  for (const Record& r : rs) {
+    samples += r.timing.samples;
+    preempted += r.timing.preempted;
+  }
+  std::fprintf(out, "\nsamples preempted by other processes: %lld of %lld (%.1f%%)\n", preempted,
+               samples, samples ? 100.0 * static_cast<double>(preempted) / static_cast<double>(samples) : 0.0);
   std::fprintf(out,
                "\ntargets (normkit; worst case over every record it applies to; \"beyond cache\": "
                "rotated buffers whose footprint exceeds every cache sysfs reports):\n");
@@ -241,6 +251,7 @@ void write_json(std::FILE* out, const std::vector<Record>& rs) {
         "\"threads\": %d, \"size_class\": \"%s\", \"where\": \"%s\", \"sets\": %lld, "
         "\"working_set_bytes\": %lld, \"bytes_read\": %lld, \"bytes_written\": %lld, "
         "\"median_ms\": %.6g, \"min_ms\": %.6g, \"samples\": %d, \"calls_per_sample\": %d, "
+        "\"preempted_samples\": %d, "
         "\"gbps\": %.4g, \"ceiling_gbps\": %.4g, \"pct_of_ceiling\": %.4g, "
         "\"copy_gbps\": %.4g, \"read_gbps\": %.4g, \"copy_method\": \"%s\"}%s\n",
         r.impl.c_str(), r.op.c_str(), r.table_op ? sv(norm_name(r.table_op->norm)).c_str() : "",
@@ -250,7 +261,7 @@ void write_json(std::FILE* out, const std::vector<Record>& rs) {
         r.size_class.c_str(), r.where.c_str(), static_cast<long long>(r.sets),
         static_cast<long long>(r.working_set), static_cast<long long>(r.traffic.read),
         static_cast<long long>(r.traffic.written), r.timing.median_s * 1e3, r.timing.min_s * 1e3,
-        r.timing.samples, r.timing.calls_per_sample, r.gbps, r.ceiling_gbps, r.pct_of_ceiling,
+        r.timing.samples, r.timing.calls_per_sample, r.timing.preempted, r.gbps, r.ceiling_gbps, r.pct_of_ceiling,
         r.copy_gbps, r.read_gbps, r.copy_method.c_str(), i + 1 == rs.size() ? "" : ",");
   }
   std::fprintf(out, "]\n");

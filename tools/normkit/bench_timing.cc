@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <vector>
 
 namespace normkit::bench {
@@ -12,6 +13,13 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// CPU time used so far by all threads of this process.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -32,9 +40,12 @@ Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingCon
   std::vector<double> samples;
   const auto start = Clock::now();
   while (static_cast<int>(samples.size()) < cfg.max_samples) {
+    const double cpu0 = process_cpu_seconds();
     const auto s0 = Clock::now();
     for (int k = 0; k < t.calls_per_sample; ++k) call(i++);
-    samples.push_back(seconds_since(s0) / t.calls_per_sample);
+    const double wall = seconds_since(s0);
+    if (process_cpu_seconds() - cpu0 < 0.9 * wall) ++t.preempted;
+    samples.push_back(wall / t.calls_per_sample);
     if (static_cast<int>(samples.size()) >= cfg.min_samples && seconds_since(start) >= cfg.min_seconds)
       break;
   }

@@ -18,6 +18,9 @@ struct Timing {
   double min_s = 0;          // fastest sample, per call
   int samples = 0;
   int calls_per_sample = 0;
+  // Samples during which the process ran less than 90% of the wall time
+  // (not even one thread busy throughout): another process took the core.
+  int preempted = 0;
 };
 
 // Times call(i) for i = 0, 1, 2, ... The caller maps i to a buffer set
