@@ -263,6 +263,7 @@ class Runner {
 
   const std::vector<Record>& records() const { return records_; }
   const Caches& caches() const { return caches_; }
+  const Ceilings& ceilings() const { return ceilings_; }
 
  private:
   bool wanted(const Impl& impl) const {
@@ -368,6 +369,31 @@ class Runner {
 
 }  // namespace
 
+std::string bytes_text(std::int64_t bytes) {
+  char buf[32];
+  if (bytes < (std::int64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
+  return buf;
+}
+
+// Every ceiling measured in the run, by working-set size: where the copy
+// and read bandwidth fall off (caches, then DRAM).
+void print_ceilings(std::FILE* out, const Ceilings& c, const Caches& caches) {
+  std::fprintf(out,
+               "\nceilings measured in this run (copy: (read + written bytes) / time of the faster "
+               "of memcpy and a vector loop; read: a SIMD sum)\n");
+  std::fprintf(out, "%12s %6s %12s %4s | %9s %-7s %9s\n", "working set", "sets", "footprint",
+               "thr", "copy GB/s", "by", "read GB/s");
+  for (const auto& [key, v] : c.all()) {
+    const auto [ws, sets, threads] = key;
+    std::fprintf(out, "%12s %6lld %12s %4d | %9.1f %-7s %9.1f  %s\n", bytes_text(ws).c_str(),
+                 static_cast<long long>(sets), bytes_text(ws * sets).c_str(), threads, v.copy_gbps,
+                 v.copy_method.c_str(), v.read_gbps, residence(ws * sets, caches).c_str());
+  }
+}
+
 int bench_main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
@@ -394,6 +420,7 @@ int bench_main(int argc, char** argv) {
     write_json(stdout, runner.records());
   } else {
     print_tables(stdout, runner.records(), info);
+    print_ceilings(stdout, runner.ceilings(), runner.caches());
     print_targets(stdout, runner.records());
   }
   if (!o.output.empty()) {
