@@ -34,6 +34,7 @@ from ._functional import _F32_EPS, _F64_EPS
 ShapeLike = Union[int, Sequence[int]]
 
 _is_compiling = torch.compiler.is_compiling
+_plain = (torch.Tensor, torch.nn.Parameter)
 _grad_enabled = torch.is_grad_enabled
 _bump_version = torch.autograd.graph.increment_version
 _contiguous = torch.contiguous_format
@@ -495,8 +496,16 @@ _add_rms_norm_op.register_autograd(_add_rms_norm_autograd, setup_context=_add_rm
 # they are inlined.
 
 
+def _through_dispatcher(x: Tensor) -> bool:
+    """True when a call must go through the torch.ops.normkit operators:
+    while compiling, and for tensor subclasses (FakeTensor, DTensor, wrapper
+    subclasses with __torch_dispatch__), which have no storage of their own
+    for the kernels to read but know how to run an operator."""
+    return type(x) not in _plain or _is_compiling()
+
+
 def layer_norm(input, normalized_shape, weight, bias, eps, out, return_stats):
-    if _is_compiling():
+    if _through_dispatcher(input):
         y, mean, rstd = torch.ops.normkit.layer_norm(input, _shape_list(normalized_shape), weight, bias, eps)
         if out is not None:
             y = out.copy_(y)
@@ -518,7 +527,7 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out, return_stats):
 def rms_norm(input, normalized_shape, weight, eps, weight_offset, out, return_stats):
     if eps is None:
         eps = _F64_EPS if input.dtype == torch.float64 else _F32_EPS
-    if _is_compiling():
+    if _through_dispatcher(input):
         y, rstd = torch.ops.normkit.rms_norm(input, _shape_list(normalized_shape), weight, eps, weight_offset)
         if out is not None:
             y = out.copy_(y)
@@ -534,7 +543,7 @@ def rms_norm(input, normalized_shape, weight, eps, weight_offset, out, return_st
 
 
 def add_layer_norm(input, residual, normalized_shape, weight, bias, eps, out, residual_out, return_stats):
-    if _is_compiling():
+    if _through_dispatcher(input):
         y, h, mean, rstd = torch.ops.normkit.add_layer_norm(
             input, residual, _shape_list(normalized_shape), weight, bias, eps
         )
@@ -563,7 +572,7 @@ def add_layer_norm(input, residual, normalized_shape, weight, bias, eps, out, re
 def add_rms_norm(input, residual, normalized_shape, weight, eps, weight_offset, out, residual_out, return_stats):
     if eps is None:
         eps = _F64_EPS if input.dtype == torch.float64 else _F32_EPS
-    if _is_compiling():
+    if _through_dispatcher(input):
         y, h, rstd = torch.ops.normkit.add_rms_norm(
             input, residual, _shape_list(normalized_shape), weight, eps, weight_offset
         )

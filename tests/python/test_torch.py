@@ -392,6 +392,38 @@ def test_tensor_errors_are_clear_and_write_nothing() -> None:
         assert torch.all(out == 7.0)
 
 
+class _Wrapper(torch.Tensor):
+    """A wrapper subclass: no storage of its own, unwraps in __torch_dispatch__."""
+
+    @staticmethod
+    def __new__(cls, elem):
+        return torch.Tensor._make_wrapper_subclass(cls, elem.shape, dtype=elem.dtype, device=elem.device)
+
+    def __init__(self, elem):
+        self.elem = elem
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        unwrap = lambda t: t.elem if isinstance(t, _Wrapper) else t  # noqa: E731
+        return func(*torch.utils._pytree.tree_map(unwrap, args), **torch.utils._pytree.tree_map(unwrap, kwargs or {}))
+
+
+def test_tensor_subclasses_go_through_the_operators() -> None:
+    # A wrapper subclass has no data pointer for the kernels; the call goes
+    # through torch.ops.normkit, whose dispatch unwraps it.
+    x = make((3, 16), torch.float32, seed=26)
+    w = make((16,), torch.float32, shift=1.0, seed=27)
+    torch.testing.assert_close(normkit.rms_norm(_Wrapper(x), 16, w, 1e-6), normkit.rms_norm(x, 16, w, 1e-6))
+    # Fake tensors (shape propagation, tracing) get the fake implementation.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        f = torch.empty(2, 5, 16, dtype=torch.bfloat16)
+        y, mean, rstd = normkit.layer_norm(f, 16, return_stats=True)
+        assert y.shape == f.shape and y.dtype == torch.bfloat16
+        assert mean.shape == rstd.shape == (2, 5) and rstd.dtype == torch.float32
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_tensors_get_a_clear_error() -> None:
     x = torch.randn(2, 8, device="cuda")
