@@ -261,26 +261,29 @@ def main() -> int:
             print(f"| {op} | {dname} | {rows} × {D} | {n} | {errors['torch'][n]:.1e} | {comp} | "
                   f"{errors['normkit'][n]:.1e} |")
 
-    # The targets, judged on the allocating normkit call (as users call it).
-    def speedups(op, mode):
-        return [r["seconds"]["torch"] / r["seconds"]["normkit"] for r in results if r["op"] == op and r["mode"] == mode]
+    # The targets, judged on the allocating normkit call (as users call it),
+    # for many rows and for a single row separately (a single row measures
+    # call overhead, many rows the kernels and the allocator).
+    def sp(r):
+        return r["seconds"]["torch"] / r["seconds"]["normkit"]
 
     print()
-    rms_min = min(speedups("rms_norm", "fwd+bwd"))
-    ln_min = min(speedups("layer_norm", "fwd+bwd"))
-    slowest = min(results, key=lambda r: r["seconds"]["torch"] / r["seconds"]["normkit"])
-    s_min = slowest["seconds"]["torch"] / slowest["seconds"]["normkit"]
-    print(f"target RMSNorm fwd+bwd >= 4x torch:   min {rms_min:.2f}x  -> {'met' if rms_min >= 4 else 'NOT met'}")
-    print(f"target LayerNorm fwd+bwd >= 1.5x torch: min {ln_min:.2f}x -> {'met' if ln_min >= 1.5 else 'NOT met'}")
-    print(
-        f"target no slower anywhere: min {s_min:.2f}x ({slowest['op']} {slowest['dtype']} "
-        f"{slowest['rows']}x{slowest['D']} {slowest['mode']}) -> {'met' if s_min >= 1 else 'NOT met'}"
-    )
+    for regime, keep in (("many rows", lambda r: r["rows"] > 1), ("single row", lambda r: r["rows"] == 1)):
+        rs = [r for r in results if keep(r)]
+        if not rs:
+            continue
+        for op, need in (("rms_norm", 4.0), ("layer_norm", 1.5)):
+            v = [sp(r) for r in rs if r["op"] == op and r["mode"] == "fwd+bwd"]
+            print(f"target {op} fwd+bwd >= {need}x torch ({regime}): min {min(v):.2f}x -> "
+                  f"{'met' if min(v) >= need else 'NOT met'}")
+        worst = min(rs, key=sp)
+        print(f"target no slower ({regime}): min {sp(worst):.2f}x ({worst['op']} {worst['dtype']} "
+              f"{worst['rows']}x{worst['D']} {worst['mode']}) -> {'met' if sp(worst) >= 1 else 'NOT met'}")
     if args.json:
         meta = dict(torch=torch.__version__, normkit=normkit.__version__, threads=args.threads, cpu=cpu_name())
+        acc = [dict(op=o, dtype=d, rows=r, D=D, errors=e) for o, d, r, D, e in accuracy]
         with open(args.json, "w") as f:
-            acc = [dict(op=o, dtype=d, rows=r, D=D, errors=e) for o, d, r, D, e in accuracy]
-        json.dump(dict(meta=meta, results=results, accuracy=acc), f, indent=1)
+            json.dump(dict(meta=meta, results=results, accuracy=acc), f, indent=1)
     return 0
 
 
