@@ -173,7 +173,15 @@ std::string dlpack_dtype_name(nb::dlpack::dtype t) {
     case C::Bool: return "bool";
     default: return "an unsupported element type (DLPack code " + std::to_string(t.code) + ")";
   }
-  return base + std::to_string(t.bits) + (t.lanes != 1 ? "x" + std::to_string(t.lanes) : "");
+  // Appends, not "x" + std::to_string(..): GCC 12 reports a false -Wrestrict
+  // for inserting a literal in front of a temporary string.
+  std::string name = base;
+  name += std::to_string(t.bits);
+  if (t.lanes != 1) {
+    name += 'x';
+    name += std::to_string(t.lanes);
+  }
+  return name;
 }
 
 // Fill `a` from a DLTensor; `bf16_bits` marks a uint16 reinterpretation of a
