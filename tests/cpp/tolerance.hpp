@@ -65,6 +65,12 @@ inline double half_min_subnormal(DType t) {
   return 0.0;
 }
 
+// Smallest positive normal value λ of the arithmetic used for activations of
+// dtype x. Below λ a rounding error is absolute, at most u·λ (half the
+// subnormal spacing), not relative: a statistic of subnormal values is off
+// by up to growth·u·λ however small the values are.
+inline double accum_smallest_normal(DType x) { return x == DType::f64 ? 0x1p-1022 : 0x1p-126; }
+
 // The growth factor of an accumulated quantity over n terms.
 inline double growth(std::int64_t n) { return 4.0 * (std::sqrt(static_cast<double>(n)) + 2.0); }
 
@@ -84,10 +90,12 @@ struct Scales {
   std::vector<double> dbias;    // (D)
 };
 
-// xhat and rstd from the oracle's statistics; layer: LayerNorm (centred).
+// xhat and rstd from the oracle's statistics; layer: LayerNorm (centred);
+// x_dtype: the activations' dtype, whose arithmetic's λ bounds the
+// statistics' absolute error for subnormal rows (f32 for data that has none).
 inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy, std::int64_t rows,
                      std::int64_t D, const std::vector<double>& gain, const std::vector<double>& bias,
-                     const reference::Forward& ref, bool layer) {
+                     const reference::Forward& ref, bool layer, DType x_dtype = DType::f32) {
   Scales s{std::vector<double>(x.size()), std::vector<double>(x.size()), std::vector<double>(D, 0.0),
            std::vector<double>(D, 0.0)};
   std::vector<double> xhat(D);
@@ -98,7 +106,9 @@ inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy
     double mean_abs = 0;
     for (std::int64_t j = 0; j < D; ++j) mean_abs += std::abs(xr[j]);
     mean_abs /= static_cast<double>(D);
-    const double shift_err = rstd * mean_abs;  // absolute error in x̂ from the statistics
+    // Absolute error in x̂ from the statistics, per growth·u: the mean's
+    // error relative to mean|x|, floored at λ for rows of subnormals.
+    const double shift_err = rstd * (mean_abs + accum_smallest_normal(x_dtype));
     for (std::int64_t j = 0; j < D; ++j) {
       xhat[j] = (xr[j] - mu) * rstd;
       s.y[r * D + j] = std::abs(gain[j]) * (std::abs(xhat[j]) + shift_err) + std::abs(bias[j]);
