@@ -30,6 +30,8 @@ std::vector<FusedCase> fused_cases() {
   return out;
 }
 
+void PrintTo(const FusedCase& c, std::ostream* os) { *os << fused_name(c); }
+
 class Fused : public ::testing::TestWithParam<FusedCase> {};
 
 void run_fused(const FusedCase& fc, std::int64_t rows, std::int64_t D, bool in_place, bool with_dh_out,
