@@ -4,13 +4,9 @@
 // a huge outlier in a long row, a large common offset, D = 1, D = 2^20, the
 // 16-bit formats at their largest finite values, and eps = 0 on a zero row.
 //
-// The statistics get the same first-order budget as in test_forward.cc
-// (mean: growth·u·mean|x|; rstd: growth·u relative) plus the one term a
-// two-pass variance adds: the mean's error δ ≤ growth·u·mean|x| enters the
-// variance squared, δ², i.e. a relative error (δ·rstd)² = (growth·u·s)² in
-// rstd with s = rstd·mean|x| (see docs/numerics.md). For every well-scaled
-// row s is O(1) and the term vanishes; for an offset row s is large, and a
-// one-pass E[x²] − mean² variance, whose error is growth·u·s², still fails it.
+// The statistics are checked with stat_scales (tolerance.hpp): the
+// first-order budget of test_forward.cc plus the one term a two-pass
+// variance adds for rows with a large common offset.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -57,17 +53,6 @@ std::vector<double> as_stored(std::vector<double> v, DType t) {
   return v;
 }
 
-// mean|x| of each row, floored at the arithmetic's λ (tolerance.hpp): the
-// scale of the mean's error.
-std::vector<double> mean_scale(const std::vector<double>& x, std::int64_t rows, std::int64_t D, DType t) {
-  std::vector<double> m(rows, 0.0);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t j = 0; j < D; ++j) m[r] += std::abs(x[r * D + j]);
-    m[r] = m[r] / static_cast<double>(D) + accum_smallest_normal(t);
-  }
-  return m;
-}
-
 // The kernels' forward of case c on x, checked against the oracle: y with the
 // documented bound, mean and rstd with the statistics' budget above.
 void expect_forward(const Case& c, const Buffer& x, const Params& p, double eps) {
@@ -85,16 +70,10 @@ void expect_forward(const Case& c, const Buffer& x, const Params& p, double eps)
   const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == Op::layer, c.x);
   EXPECT_TRUE(within_budget(y.values(), ref.y, s.y, c.x, c.x, growth(D), "y"));
 
-  const std::vector<double> mabs = mean_scale(xv, rows, D, c.x);
-  const double gu = growth(D) * accum_roundoff(c.x);
-  std::vector<double> rstd_scale(rows);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const double shift = ref.rstd[r] * mabs[r];  // s = rstd·mean|x|
-    rstd_scale[r] = ref.rstd[r] * (1.0 + gu * shift * shift);
-  }
-  EXPECT_TRUE(within_budget(rstd.values(), as_stored(ref.rstd, st), rstd_scale, st, c.x, growth(D), "rstd"));
+  const StatScales ss = stat_scales(xv, rows, D, ref, c.x);
+  EXPECT_TRUE(within_budget(rstd.values(), as_stored(ref.rstd, st), ss.rstd, st, c.x, growth(D), "rstd"));
   if (c.op == Op::layer) {
-    EXPECT_TRUE(within_budget(mean.values(), ref.mean, mabs, st, c.x, growth(D), "mean"));
+    EXPECT_TRUE(within_budget(mean.values(), ref.mean, ss.mean, st, c.x, growth(D), "mean"));
   }
 }
 

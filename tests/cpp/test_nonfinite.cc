@@ -73,15 +73,9 @@ std::vector<Output> run(Fn fn, const Case& c, DType res, const Inputs& in, const
   if (!backward(fn)) {
     const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, fref, layer, c.x);
     out.push_back({"y", y, fref.y, s.y, c.x, growth(D), Output::per_row_matrix});
-    out.push_back({"rstd", rstd, fref.rstd, fref.rstd, c.x, growth(D), Output::per_row_stat});
-    if (layer) {
-      std::vector<double> mscale(rows, 0.0);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        for (std::int64_t j = 0; j < D; ++j) mscale[r] += std::abs(xv[r * D + j]) / static_cast<double>(D);
-        mscale[r] += accum_smallest_normal(c.x);
-      }
-      out.push_back({"mean", mean, fref.mean, mscale, c.x, growth(D), Output::per_row_stat});
-    }
+    const StatScales ss = stat_scales(xv, rows, D, fref, c.x);
+    out.push_back({"rstd", rstd, fref.rstd, ss.rstd, c.x, growth(D), Output::per_row_stat});
+    if (layer) out.push_back({"mean", mean, fref.mean, ss.mean, c.x, growth(D), Output::per_row_stat});
     if (fused(fn)) {
       const std::vector<double> a = in.x.values(), b = in.residual.values();
       std::vector<double> href(a.size()), hscale(a.size());

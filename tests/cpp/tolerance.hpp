@@ -133,6 +133,34 @@ inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy
   return s;
 }
 
+// Per-row budget scales of the statistics, for the budget's growth·u term:
+//   mean: mean|x| + λ (the same error as in x̂'s shift, before rstd);
+//   rstd: rstd·(1 + growth·u·s²), s = rstd·(mean|x| + λ). The first term is
+//         the relative error of the sum of squares and the root; the second
+//         is the two-pass variance's one extra term: the mean's error δ ≤
+//         growth·u·mean|x| enters the variance squared, a relative error
+//         (δ·rstd)² = (growth·u·s)² = growth·u·(growth·u·s²). It is negligible
+//         for a well-scaled row (s ≈ 1); for a row with a large common offset
+//         it is what f32 allows, while a one-pass E[x²] − mean² variance
+//         (error growth·u·s²) is far past it.
+struct StatScales {
+  std::vector<double> mean, rstd;  // (rows)
+};
+
+inline StatScales stat_scales(const std::vector<double>& x, std::int64_t rows, std::int64_t D,
+                              const reference::Forward& ref, DType x_dtype) {
+  StatScales s{std::vector<double>(rows, 0.0), std::vector<double>(rows, 0.0)};
+  const double gu = growth(D) * accum_roundoff(x_dtype);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double mean_abs = 0;
+    for (std::int64_t j = 0; j < D; ++j) mean_abs += std::abs(x[r * D + j]);
+    s.mean[r] = mean_abs / static_cast<double>(D) + accum_smallest_normal(x_dtype);
+    const double shift = ref.rstd[r] * s.mean[r];
+    s.rstd[r] = ref.rstd[r] * (1.0 + gu * shift * shift);
+  }
+  return s;
+}
+
 // Compares n values of `got` (a matrix view or vector, widened to double)
 // with `ref`. On failure, reports the worst element: index, value, reference,
 // budget and how many budgets past it is.
