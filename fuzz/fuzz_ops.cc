@@ -60,8 +60,10 @@ class Bytes {
   std::size_t n_, i_ = 0;
 };
 
+std::string g_call;  // the call being checked, for the report
+
 [[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "normkit_fuzz: %s\n", what.c_str());
+  std::fprintf(stderr, "normkit_fuzz: %s\n  call: %s\n", what.c_str(), g_call.c_str());
   std::fflush(stderr);
   std::abort();
 }
@@ -97,9 +99,11 @@ struct Arg {
 bool valid_dtype(DType t) { return static_cast<unsigned>(t) <= 3; }
 std::size_t esize(DType t) { return valid_dtype(t) ? nk::dtype_size(t) : 1; }
 
-// Bytes a view spans (0 when it holds no element).
+// Bytes a view spans (0 when it holds no element, or could not be
+// allocated: such views only reach the library with a tiny buffer).
 std::size_t span_bytes(const Arg& a) {
   if (a.rows <= 0 || a.cols <= 0) return 0;
+  if (a.rows > (1 << 20) || a.cols > (1 << 20) || a.stride > (1 << 20)) return 0;
   return static_cast<std::size_t>((a.rows - 1) * a.stride + a.cols) * esize(a.dtype);
 }
 
@@ -225,18 +229,22 @@ Call decode(Bytes& in) {
       case 1: a.rows += 1; a.cols = a.matrix ? a.cols : a.cols + 1; break;
       case 2: a.cols = a.cols > 0 ? a.cols - 1 : 1; if (!a.matrix) a.stride = a.cols; break;
       case 3: a.stride = a.cols - 1; break;
-      case 4: a.rows = -1 - how / 16; break;
+      case 4: (a.matrix ? a.rows : a.cols) = -1 - how / 16; break;
       case 5: a.null_data = true; break;
       case 6: a.device = nk::Device::cuda; break;
       case 7: a.dtype = static_cast<DType>((static_cast<unsigned>(a.dtype) + 1 + how / 16 % 3) % 4); break;
       case 8: a.dtype = static_cast<DType>(4 + how / 16); break;
       case 9: a.present = !a.present; break;
-      case 10: a.null_data = true; a.rows = std::int64_t{1} << 62; a.cols = a.matrix ? 3 << 20 : a.cols; a.stride = a.cols; break;
+      case 10: a.null_data = true; a.rows = std::int64_t{1} << 62; a.cols = a.matrix ? 3 << 20 : a.rows; a.stride = a.cols; break;
       case 11: a.rows = a.matrix ? std::int64_t{1} << 40 : 1; a.cols = std::int64_t{1} << 40; a.stride = a.cols; break;
       case 12: a.cols = -1 - how / 16; break;
       case 13: a.stride = a.cols + 1 + how / 16 * 7; break;
       case 14: a.cols = 0; a.stride = 0; break;
       default: c.perturbed = false; break;
+    }
+    if (!a.matrix) {  // a vector view has only a size
+      a.rows = 1;
+      a.stride = a.cols;
     }
   }
 
@@ -263,9 +271,12 @@ Call decode(Bytes& in) {
     if (!outs.empty()) {
       const Slot o = outs[alias_out % outs.size()];
       const Slot t = others[alias_into % others.size()];
-      if (o != t && c.a[t].arena >= 0) {
+      auto small = [](const Arg& a) { return a.rows <= 64 && a.cols <= 8192 && a.stride <= 8192; };
+      if (o != t && c.a[t].arena >= 0 && small(c.a[o]) && small(c.a[t])) {
         Arg& ao = c.a[o];
-        const std::size_t off = static_cast<std::size_t>(alias_off % 8) * esize(c.a[t].dtype) *
+        // Offsets keep the output aligned to its own element size: the API
+        // takes typed data, and a misaligned element pointer is not a view.
+        const std::size_t off = static_cast<std::size_t>(alias_off % 8) * std::max(esize(c.a[t].dtype), esize(ao.dtype)) *
                                 (alias_off >= 128 ? static_cast<std::size_t>(std::max<std::int64_t>(c.a[t].cols, 1)) : 1);
         // Interleaving: same stride as the target, one row further on.
         if (alias_off % 8 == 7 && ao.matrix && c.a[t].matrix && c.rows > 0 && c.D > 0) {
@@ -273,7 +284,7 @@ Call decode(Bytes& in) {
           c.a[t].stride = st;
           ao.stride = st;
           c.arenas[c.a[t].arena].resize(std::max(span_bytes(c.a[t]), static_cast<std::size_t>(c.D) * esize(ao.dtype) + span_bytes(ao)));
-          ao.offset = static_cast<std::size_t>(c.D) * esize(c.a[t].dtype);
+          ao.offset = static_cast<std::size_t>(c.D) * std::max(esize(c.a[t].dtype), esize(ao.dtype));
         } else {
           ao.offset = off;
         }
@@ -327,21 +338,6 @@ Call decode(Bytes& in) {
       if (!shared) std::memset(c.arenas[c.a[s].arena].data(), 0x5a, c.arenas[c.a[s].arena].size());
     }
 
-  // A backward's statistics: the oracle's, rounded to their dtype, as a
-  // forward would have written them.
-  if (bwd && c.a[X].arena >= 0 && valid_dtype(c.a[X].dtype) && c.a[X].rows == c.rows && c.a[X].cols == c.D &&
-      c.rows > 0 && c.D > 0 && c.a[X].stride >= c.D) {
-    const nk::ConstMatrix xv{c.arenas[c.a[X].arena].data() + c.a[X].offset, c.a[X].dtype, c.rows, c.D, c.a[X].stride};
-    const double e = std::isfinite(c.eps) && c.eps >= 0 ? c.eps : 1e-5;
-    const nk::reference::Forward f = layer ? nk::reference::layer_norm(xv, {}, {}, e) : nk::reference::rms_norm(xv, {}, e);
-    for (Slot s : {MEAN, RSTD}) {
-      const Arg& a = c.a[s];
-      if (a.arena < 0 || !valid_dtype(a.dtype) || a.cols != c.rows) continue;
-      const std::vector<double>& v = s == MEAN ? f.mean : f.rstd;
-      for (std::int64_t r = 0; r < c.rows; ++r) nk::test::store(c.arenas[a.arena].data() + a.offset, a.dtype, r, v[r]);
-    }
-  }
-
   // Special values: (argument, element, kind) triples.
   for (int k = 0; k < 24 && in.left(); ++k) {
     const Slot s = used[in.u8() % used.size()];
@@ -355,6 +351,23 @@ Call decode(Bytes& in) {
     nk::test::store(c.arenas[a.arena].data() + a.offset, a.dtype, r * a.stride + j, specials[kind % 10]);
     if (s == MEAN || s == RSTD) c.stats_garbage = true;
   }
+  // A backward's statistics: the oracle's, rounded to their dtype, as a
+  // forward would have written them — unless the input asked for garbage.
+  if (bwd && !c.stats_garbage && c.a[X].arena >= 0 && valid_dtype(c.a[X].dtype) && c.a[X].rows == c.rows &&
+      c.a[X].cols == c.D && c.rows > 0 && c.D > 0 && (c.a[X].stride >= c.D || c.rows == 1)) {
+    const nk::ConstMatrix xv{c.arenas[c.a[X].arena].data() + c.a[X].offset, c.a[X].dtype, c.rows, c.D, c.a[X].stride};
+    const double e = std::isfinite(c.eps) && c.eps >= 0 ? c.eps : 1e-5;
+    const nk::reference::Forward f = layer ? nk::reference::layer_norm(xv, {}, {}, e) : nk::reference::rms_norm(xv, {}, e);
+    for (Slot s : {MEAN, RSTD}) {
+      const Arg& a = c.a[s];
+      if (a.arena < 0 || !valid_dtype(a.dtype) || a.cols != c.rows) continue;
+      const std::vector<double>& v = s == MEAN ? f.mean : f.rstd;
+      for (std::int64_t r = 0; r < c.rows; ++r) nk::test::store(c.arenas[a.arena].data() + a.offset, a.dtype, r, v[r]);
+    }
+  } else if (bwd) {
+    c.stats_garbage = true;  // whatever the statistics hold, they are not x's
+  }
+
   if (c.stats_garbage && bwd) {
     for (Slot s : {MEAN, RSTD}) {
       const Arg& a = c.a[s];
@@ -364,6 +377,34 @@ Call decode(Bytes& in) {
     }
   }
   return c;
+}
+
+// One line per argument: what the call was, for a failure report.
+std::string describe(const Call& c) {
+  static const char* slot[] = {"x", "residual", "dy", "dh_out", "weight", "bias", "mean", "rstd",
+                               "y", "h", "dx", "dweight", "dbias"};
+  std::string s = std::string(op_name(c.op)) + " rows=" + std::to_string(c.rows) + " D=" + std::to_string(c.D) +
+                  " eps=" + std::to_string(c.eps) + " offset=" + std::to_string(c.offset) +
+                  (c.stats_garbage ? " garbage-stats" : "");
+  for (int k = 0; k < kSlots; ++k) {
+    const Arg& a = c.a[k];
+    if (!a.used) continue;
+    s += std::string("\n    ") + slot[k] + ": " + (a.present ? "" : "absent ") +
+         (valid_dtype(a.dtype) ? std::string(nk::dtype_name(a.dtype)) : "dtype#" + std::to_string(static_cast<int>(a.dtype))) +
+         " (" + std::to_string(a.rows) + ", " + std::to_string(a.cols) + ") stride " + std::to_string(a.stride) +
+         (a.null_data ? " null" : "") + (a.device != nk::Device::cpu ? " cuda" : "") + " buffer " +
+         std::to_string(a.arena) + " +" + std::to_string(a.offset);
+    if (a.arena >= 0 && a.present && !a.null_data && valid_dtype(a.dtype) && a.rows > 0 && a.cols > 0 && a.rows <= 8 &&
+        a.cols <= 16 && a.stride <= 64) {
+      s += " [";
+      for (std::int64_t r = 0; r < a.rows; ++r)
+        for (std::int64_t j = 0; j < a.cols; ++j)
+          s += std::to_string(nk::reference::load(c.arenas[a.arena].data() + a.offset, a.dtype, r * a.stride + j)) +
+               (j + 1 < a.cols ? " " : r + 1 < a.rows ? " | " : "");
+      s += "]";
+    }
+  }
+  return s;
 }
 
 // ---- views and the call ---------------------------------------------------
@@ -591,6 +632,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Bytes in(data, size);
   Call c = decode(in);
   const Arenas before = c.arenas;
+  g_call = describe(c);
   const std::string fail_reason = must_fail(c);
   try {
     invoke(c);
