@@ -1,0 +1,453 @@
+// LayerNorm / RMSNorm forward on the CPU, plain and fused with the residual
+// add. One Highway source compiled for every x86 target (AVX-512, AVX2,
+// SSE4, SSSE3, and the portable EMU128), chosen at run time.
+//
+// Per row (see docs/kernels.md):
+//   1. statistics, chunk by chunk (kChunk elements, L1-resident): the chunk is
+//      read from memory once, summed, then re-read from L1 for the centred
+//      sum of squares; chunks are merged with Chan's formula. (RMSNorm needs
+//      only the sum of squares.) The fused op writes h = x + residual during
+//      the first pass and takes the statistics of the stored h.
+//   2. a rescale fallback when the statistics overflow (|x| ~ 1e20 in f32) or
+//      underflow (subnormal rows): zero cost on ordinary rows.
+//   3. the output pass, re-reading the row from cache.
+// Shapes: x, residual, h, y: (rows, D); weight, bias: (D); mean, rstd: (rows).
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/forward.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include "cpu/vec-inl.hpp"
+
+#ifndef NORMKIT_CPU_FORWARD_ONCE_
+#define NORMKIT_CPU_FORWARD_ONCE_
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "cpu/introspect.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/parallel.hpp"
+#include "cpu/scratch.hpp"
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace normkit::detail::HWY_NAMESPACE {
+namespace {
+
+// Elements per statistics chunk: 8 KiB of f32 (16 KiB of f64, 4 KiB of
+// 16-bit data), so a chunk and, in the fused op, its x and residual stay in a
+// 32-48 KiB L1 between the two passes. Larger chunks would spill L1; smaller
+// ones spend more time in the scalar Chan merge.
+constexpr std::size_t kChunk = 2048;
+
+// Four independent accumulators per reduction: an FMA has 4 cycles of
+// latency and the loop issues about one per cycle when data is in L1, so
+// four chains keep it from stalling on the previous result. (8 measured no
+// faster; see docs/kernels.md.)
+constexpr std::size_t kAcc = 4;
+
+// Running (count, mean, M2) of a row, merged chunk by chunk with Chan et
+// al.'s parallel-variance update. Scalar and in double: it runs once per
+// chunk, so its cost is negligible.
+//
+// The means are kept relative to a shift K (the first chunk's rounded mean).
+// Chan's update subtracts chunk means; for rows like 1e4 + noise those are
+// nearly equal, and each carries a rounding error of ulp(1e4), which would
+// leak into M2. Relative to K they are noise-sized and the subtraction is
+// harmless.
+struct Moments {
+  double n = 0, shift = 0, mean = 0, m2 = 0;  // mean is relative to shift
+
+  // A chunk of nb elements whose values x satisfy Σ(x − m) = e and
+  // Σ(x − m)² = q (the corrected two-pass sums around the chunk's rough mean m).
+  void merge(double nb, double m, double e, double q) {
+    if (n == 0) shift = m;
+    const double mean_b = (m - shift) + e / nb;  // m − shift is exact (Sterbenz, or f32 values in f64)
+    const double m2_b = q - e * e / nb;
+    const double total = n + nb;
+    const double delta = mean_b - mean;
+    mean += delta * (nb / total);
+    m2 += m2_b + delta * delta * (n * nb / total);
+    n = total;
+  }
+};
+
+// Σ x·scale over one chunk (pass 1 of LayerNorm's statistics).
+template <class DC, class T>
+HWY_INLINE double SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale) {
+  const std::size_t N = hn::Lanes(dc);
+  const auto S = hn::Set(dc, scale);
+  auto s0 = hn::Zero(dc), s1 = hn::Zero(dc), s2 = hn::Zero(dc), s3 = hn::Zero(dc);
+  std::size_t i = 0;
+  for (; i + kAcc * N <= n; i += kAcc * N) {
+    s0 = hn::MulAdd(LoadAs(dc, p + i), S, s0);
+    s1 = hn::MulAdd(LoadAs(dc, p + i + N), S, s1);
+    s2 = hn::MulAdd(LoadAs(dc, p + i + 2 * N), S, s2);
+    s3 = hn::MulAdd(LoadAs(dc, p + i + 3 * N), S, s3);
+  }
+  for (; i + N <= n; i += N) s0 = hn::MulAdd(LoadAs(dc, p + i), S, s0);
+  if (i < n) s1 = hn::MulAdd(LoadTail(dc, p + i, n - i), S, s1);  // zero padding adds 0
+  return SumToDouble(dc, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)));
+}
+
+// Pass 2 over an L1-resident chunk: with d = x·scale − m,
+// e = Σd and q = Σd². The chunk's centred M2 is q − e²/n (the corrected
+// two-pass algorithm: the e²/n term removes the error of m itself).
+template <class DC, class T>
+HWY_INLINE void CentredChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
+                             hn::TFromD<DC> m, double& e_out, double& q_out) {
+  const std::size_t N = hn::Lanes(dc);
+  const auto S = hn::Set(dc, scale), M = hn::Set(dc, m);
+  auto q0 = hn::Zero(dc), q1 = hn::Zero(dc), q2 = hn::Zero(dc), q3 = hn::Zero(dc);
+  auto e0 = hn::Zero(dc), e1 = hn::Zero(dc);
+  std::size_t i = 0;
+  for (; i + kAcc * N <= n; i += kAcc * N) {
+    const auto d0 = hn::MulSub(LoadAs(dc, p + i), S, M);
+    const auto d1 = hn::MulSub(LoadAs(dc, p + i + N), S, M);
+    const auto d2 = hn::MulSub(LoadAs(dc, p + i + 2 * N), S, M);
+    const auto d3 = hn::MulSub(LoadAs(dc, p + i + 3 * N), S, M);
+    q0 = hn::MulAdd(d0, d0, q0);
+    q1 = hn::MulAdd(d1, d1, q1);
+    q2 = hn::MulAdd(d2, d2, q2);
+    q3 = hn::MulAdd(d3, d3, q3);
+    e0 = hn::Add(e0, hn::Add(d0, d1));
+    e1 = hn::Add(e1, hn::Add(d2, d3));
+  }
+  for (; i + N <= n; i += N) {
+    const auto d = hn::MulSub(LoadAs(dc, p + i), S, M);
+    q0 = hn::MulAdd(d, d, q0);
+    e0 = hn::Add(e0, d);
+  }
+  if (i < n) {
+    const auto d = hn::IfThenElseZero(hn::FirstN(dc, n - i), hn::MulSub(LoadTail(dc, p + i, n - i), S, M));
+    q1 = hn::MulAdd(d, d, q1);
+    e1 = hn::Add(e1, d);
+  }
+  e_out = SumToDouble(dc, hn::Add(e0, e1));
+  q_out = SumToDouble(dc, hn::Add(hn::Add(q0, q1), hn::Add(q2, q3)));
+}
+
+// Σ (x·scale)² over one chunk (RMSNorm). All terms are >= 0, so there is no
+// cancellation to guard against.
+template <class DC, class T>
+HWY_INLINE double SquaresChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale) {
+  const std::size_t N = hn::Lanes(dc);
+  const auto S = hn::Set(dc, scale);
+  auto q0 = hn::Zero(dc), q1 = hn::Zero(dc), q2 = hn::Zero(dc), q3 = hn::Zero(dc);
+  std::size_t i = 0;
+  for (; i + kAcc * N <= n; i += kAcc * N) {
+    const auto a0 = hn::Mul(LoadAs(dc, p + i), S);
+    const auto a1 = hn::Mul(LoadAs(dc, p + i + N), S);
+    const auto a2 = hn::Mul(LoadAs(dc, p + i + 2 * N), S);
+    const auto a3 = hn::Mul(LoadAs(dc, p + i + 3 * N), S);
+    q0 = hn::MulAdd(a0, a0, q0);
+    q1 = hn::MulAdd(a1, a1, q1);
+    q2 = hn::MulAdd(a2, a2, q2);
+    q3 = hn::MulAdd(a3, a3, q3);
+  }
+  for (; i + N <= n; i += N) {
+    const auto a = hn::Mul(LoadAs(dc, p + i), S);
+    q0 = hn::MulAdd(a, a, q0);
+  }
+  if (i < n) {
+    const auto a = hn::Mul(LoadTail(dc, p + i, n - i), S);
+    q1 = hn::MulAdd(a, a, q1);
+  }
+  return SumToDouble(dc, hn::Add(hn::Add(q0, q1), hn::Add(q2, q3)));
+}
+
+// Fused pass 1: h = x + residual, rounded to h's dtype and stored; returns
+// Σh (kSquares false) or Σh² (true) of the stored values. The sum is formed
+// in the compute type and rounded once to h's dtype, as PyTorch's add does.
+// The accumulation order is exactly that of SumChunk / SquaresChunk, so the
+// statistics (and y) are bitwise those of the plain op applied to h.
+template <bool kSquares, class DC, class TX, class TR>
+HWY_INLINE double FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
+                             std::size_t n) {
+  const std::size_t N = hn::Lanes(dc);
+  auto a0 = hn::Zero(dc), a1 = hn::Zero(dc), a2 = hn::Zero(dc), a3 = hn::Zero(dc);
+  auto acc = [](auto a, auto v) HWY_ATTR { return kSquares ? hn::MulAdd(v, v, a) : hn::Add(a, v); };
+  auto add = [&](std::size_t i) HWY_ATTR {
+    return StoreAs(dc, hn::Add(LoadAs(dc, x + i), LoadAs(dc, r + i)), h + i);
+  };
+  std::size_t i = 0;
+  for (; i + kAcc * N <= n; i += kAcc * N) {
+    a0 = acc(a0, add(i));
+    a1 = acc(a1, add(i + N));
+    a2 = acc(a2, add(i + 2 * N));
+    a3 = acc(a3, add(i + 3 * N));
+  }
+  for (; i + N <= n; i += N) a0 = acc(a0, add(i));
+  if (i < n) {
+    // Both inputs are loaded before h is written: h may alias x or residual.
+    const auto v = hn::Add(LoadTail(dc, x + i, n - i), LoadTail(dc, r + i, n - i));
+    a1 = acc(a1, StoreTail(dc, v, h + i, n - i));  // padding lanes are 0 + 0
+  }
+  return SumToDouble(dc, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
+}
+
+// Row statistics of x·scale. LayerNorm: mean = shift + mean_rel (kept apart,
+// so the output pass can subtract the mean in two pieces) and
+// M2 = Σ(x − mean)². RMSNorm: m2 = Σx² and the rest 0.
+struct RowStats {
+  double shift = 0, mean_rel = 0, m2 = 0;
+  double mean() const { return shift + mean_rel; }
+};
+
+template <NormKind K, class DC, class T>
+HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale) {
+  using C = hn::TFromD<DC>;
+  if constexpr (K == NormKind::rms) {
+    double q = 0;
+    for (std::size_t off = 0; off < D; off += kChunk) q += SquaresChunk(dc, p + off, std::min(kChunk, D - off), scale);
+    return {0.0, 0.0, q};
+  } else {
+    Moments mo;
+    for (std::size_t off = 0; off < D; off += kChunk) {
+      const std::size_t n = std::min(kChunk, D - off);
+      const double nd = static_cast<double>(n);
+      const C m = static_cast<C>(SumChunk(dc, p + off, n, scale) / nd);
+      double e = 0, q = 0;
+      CentredChunk(dc, p + off, n, scale, m, e, q);
+      mo.merge(nd, static_cast<double>(m), e, q);
+    }
+    return {mo.shift, mo.mean, mo.m2};
+  }
+}
+
+template <NormKind K, class DC, class TX, class TR>
+HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
+                                    std::size_t D) {
+  using C = hn::TFromD<DC>;
+  if constexpr (K == NormKind::rms) {
+    double q = 0;
+    for (std::size_t off = 0; off < D; off += kChunk)
+      q += FusedChunk<true>(dc, x + off, r + off, h + off, std::min(kChunk, D - off));
+    return {0.0, 0.0, q};
+  } else {
+    Moments mo;
+    for (std::size_t off = 0; off < D; off += kChunk) {
+      const std::size_t n = std::min(kChunk, D - off);
+      const double nd = static_cast<double>(n);
+      const C m = static_cast<C>(FusedChunk<false>(dc, x + off, r + off, h + off, n) / nd);
+      double e = 0, q = 0;
+      CentredChunk(dc, h + off, n, C{1}, m, e, q);  // the stored h, now in L1
+      mo.merge(nd, static_cast<double>(m), e, q);
+    }
+    return {mo.shift, mo.mean, mo.m2};
+  }
+}
+
+// y = ((x·S − M) − M_lo)·R·(w + off) + b, row re-read from cache. S = 1
+// except for rescued rows (see NormalizeRow). The mean is subtracted in two
+// pieces, M + M_lo = mean to twice the compute precision: x − M is exact for
+// x near the mean, so rows like 1e4 + noise keep their digits. That costs one
+// subtraction per vector of a memory-bound loop. RMSNorm passes M = M_lo = 0
+// and no bias.
+template <NormKind K, class DC, class TI, class TY, class TW>
+HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_RESTRICT w,
+                          const TW* HWY_RESTRICT b, std::size_t D, hn::TFromD<DC> s, hn::TFromD<DC> m,
+                          hn::TFromD<DC> m_lo, hn::TFromD<DC> r, hn::TFromD<DC> off) {
+  const std::size_t N = hn::Lanes(dc);
+  const auto S = hn::Set(dc, s), M = hn::Set(dc, m), Mlo = hn::Set(dc, m_lo), R = hn::Set(dc, r);
+  const auto Off = hn::Set(dc, off);
+  auto one = [&](auto xv, auto wv, auto bv) HWY_ATTR {
+    const auto xhat = hn::Mul(hn::Sub(hn::MulSub(xv, S, M), Mlo), R);
+    if constexpr (K == NormKind::layer) return hn::MulAdd(xhat, hn::Add(wv, Off), bv);
+    else return hn::Mul(xhat, hn::Add(wv, Off));
+  };
+  // y may be x itself (in-place): each vector is loaded before it is stored.
+  std::size_t i = 0;
+  for (; i + N <= D; i += N) {
+    const auto bv = K == NormKind::layer ? LoadAs(dc, b + i) : hn::Zero(dc);
+    StoreAs(dc, one(LoadAs(dc, x + i), LoadAs(dc, w + i), bv), y + i);
+  }
+  if (i < D) {
+    const std::size_t n = D - i;
+    const auto bv = K == NormKind::layer ? LoadTail(dc, b + i, n) : hn::Zero(dc);
+    StoreTail(dc, one(LoadTail(dc, x + i, n), LoadTail(dc, w + i, n), bv), y + i, n);
+  }
+}
+
+// Below this, var + eps may have lost digits to underflow in the squares
+// (x − mean)², whose spacing near zero is the smallest subnormal: rows this
+// small are redone with an upward power-of-two scale. 2^(2·digits) above the
+// smallest normal keeps that absolute error far below one ulp of var + eps.
+template <class C>
+constexpr double kTinyVariance =
+    static_cast<double>(std::numeric_limits<C>::min()) * 0x1p24 * 0x1p24 *
+    (std::is_same_v<C, double> ? 0x1p29 * 0x1p29 : 1.0);
+
+// Finishes one row whose statistics `st` were taken from the stored row `p`
+// (x, or h in the fused op): rescue if needed, write mean/rstd, write y.
+template <NormKind K, class DC, class TI, class TY, class TW>
+HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y, const TW* w, const TW* b,
+                             std::size_t D, double eps, double offset, hn::TFromD<DC>* mean_out,
+                             hn::TFromD<DC>* rstd_out) {
+  using C = hn::TFromD<DC>;
+  const double Dd = static_cast<double>(D);
+  double scale = 1.0;
+  double var = st.m2 / Dd;  // RMSNorm: the mean square
+  bool rescue = false;
+  if (!(std::isfinite(st.mean()) && std::isfinite(st.m2))) {
+    // Overflow of Σx or Σ(x − mean)² with finite inputs (|x| ~ 1e20 in f32);
+    // a row holding NaN or Inf stays non-finite, as it must.
+    rescue = RowIsFinite(dc, p, D);
+  } else if (var + eps < kTinyVariance<C>) {
+    rescue = true;  // a (nearly) subnormal row: its squares underflowed
+  }
+  if (rescue) {
+    const double amax = RowMaxAbs(dc, p, D);
+    if (amax > 0) {
+      // Scale the largest |x| into [0.5, 1): an exact power of two that keeps
+      // every square and sum in range. Clamped so the scale itself is a
+      // normal number of the compute type.
+      constexpr int kMaxExp = std::numeric_limits<C>::max_exponent - 2;
+      const int e = std::clamp(std::ilogb(amax) + 1, -kMaxExp, kMaxExp);
+      scale = std::ldexp(1.0, -e);
+      st = StatsOfRow<K>(dc, p, D, static_cast<C>(scale));
+      var = st.m2 / Dd;
+    }
+  }
+  // rstd of the scaled row: 1/sqrt(var_s + eps·s²). If eps·s² overflows, var_s
+  // is negligible next to it.
+  const double eps_s = eps * scale * scale;
+  const double rstd_s = std::isfinite(eps_s) ? 1.0 / std::sqrt(var + eps_s) : 1.0 / (std::sqrt(eps) * scale);
+  const double mean_s = st.mean();
+  const C m = static_cast<C>(mean_s);
+  // The rest of the mean: shift − m is exact (Sterbenz) whenever it matters.
+  const C m_lo = static_cast<C>((st.shift - static_cast<double>(m)) + st.mean_rel);
+  const C r = static_cast<C>(rstd_s);
+  if (K == NormKind::layer && mean_out) *mean_out = scale == 1.0 ? m : static_cast<C>(mean_s / scale);
+  if (rstd_out) *rstd_out = scale == 1.0 ? r : static_cast<C>(rstd_s * scale);
+  if constexpr (K == NormKind::layer)
+    OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), m, m_lo, r, static_cast<C>(offset));
+  else
+    OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), C{0}, C{0}, r, static_cast<C>(offset));
+}
+
+template <class T>
+const T* RowPtr(const void* base, std::int64_t stride, std::int64_t r) {
+  return static_cast<const T*>(base) + r * stride;
+}
+template <class T>
+T* RowPtr(void* base, std::int64_t stride, std::int64_t r) {
+  return static_cast<T*>(base) + r * stride;
+}
+
+// Rows [begin, end) with storage types TX (x, y), TR (residual, h), TW
+// (weight, bias) and compute type C.
+template <NormKind K, class C, class TX, class TR, class TW>
+void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end) {
+  const hn::ScalableTag<C> dc;
+  const std::size_t D = static_cast<std::size_t>(a.D);
+  const TW* w = static_cast<const TW*>(a.weight);
+  const TW* b = static_cast<const TW*>(a.bias);
+  C* mean = static_cast<C*>(a.mean);
+  C* rstd = static_cast<C*>(a.rstd);
+  for (std::int64_t row = begin; row < end; ++row) {
+    const TX* x = RowPtr<TX>(a.x, a.x_stride, row);
+    TX* y = RowPtr<TX>(a.y, a.y_stride, row);
+    C* mean_r = mean ? mean + row : nullptr;
+    C* rstd_r = rstd ? rstd + row : nullptr;
+    if (a.residual) {
+      TR* h = RowPtr<TR>(a.h, a.h_stride, row);
+      const RowStats st = FusedStatsOfRow<K>(dc, x, RowPtr<TR>(a.residual, a.residual_stride, row), h, D);
+      NormalizeRow<K>(dc, static_cast<const TR*>(h), st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r);
+    } else {
+      const RowStats st = StatsOfRow<K>(dc, x, D, C{1});
+      NormalizeRow<K>(dc, x, st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r);
+    }
+  }
+}
+
+// The storage type of each DType, as the kernels see it.
+template <DType t>
+using Storage = std::conditional_t<
+    t == DType::f32, float,
+    std::conditional_t<t == DType::f64, double,
+                       std::conditional_t<t == DType::f16, hwy::float16_t, hwy::bfloat16_t>>>;
+
+// The valid (residual, weight) dtypes for 16-bit x: x's own or f32.
+template <NormKind K, class TX>
+void Forward16(const ForwardArgs& a, std::int64_t begin, std::int64_t end) {
+  const bool r32 = a.residual && a.res_dtype == DType::f32;
+  const bool w32 = a.w_dtype == DType::f32;
+  if (r32 && w32) return ForwardRowsT<K, float, TX, float, float>(a, begin, end);
+  if (r32) return ForwardRowsT<K, float, TX, float, TX>(a, begin, end);
+  if (w32) return ForwardRowsT<K, float, TX, TX, float>(a, begin, end);
+  return ForwardRowsT<K, float, TX, TX, TX>(a, begin, end);
+}
+
+template <NormKind K>
+void ForwardKind(const ForwardArgs& a, std::int64_t begin, std::int64_t end) {
+  switch (a.x_dtype) {
+    case DType::f32: return ForwardRowsT<K, float, float, float, float>(a, begin, end);
+    case DType::f64: return ForwardRowsT<K, double, double, double, double>(a, begin, end);
+    case DType::f16: return Forward16<K, hwy::float16_t>(a, begin, end);
+    case DType::bf16: return Forward16<K, hwy::bfloat16_t>(a, begin, end);
+  }
+}
+
+}  // namespace
+
+void ForwardRange(const ForwardArgs& a, std::int64_t begin, std::int64_t end) {
+  if (a.kind == NormKind::layer) ForwardKind<NormKind::layer>(a, begin, end);
+  else ForwardKind<NormKind::rms>(a, begin, end);
+}
+
+const char* ActiveTargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace normkit::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace normkit::detail {
+
+HWY_EXPORT(ForwardRange);
+HWY_EXPORT(ActiveTargetName);
+
+namespace {
+std::int64_t forward_bytes_per_row(const ForwardArgs& a) {
+  std::int64_t bytes = 2 * static_cast<std::int64_t>(dtype_size(a.x_dtype));  // x, y
+  if (a.residual) bytes += 2 * static_cast<std::int64_t>(dtype_size(a.res_dtype));  // residual, h
+  return bytes * a.D;
+}
+}  // namespace
+
+int forward_threads(const ForwardArgs& a) { return threads_for(a.rows, forward_bytes_per_row(a)); }
+
+void cpu_forward(const ForwardArgs& args) {
+  assert(args.rows >= 1 && args.D >= 1 && args.x && args.y);
+  assert((args.residual == nullptr) == (args.h == nullptr));
+  ForwardArgs a = args;
+  if (!a.weight && !a.bias) a.w_dtype = a.x_dtype;  // any valid dtype: none is read
+  if (!a.weight) a.weight = constant_row(a.w_dtype, a.D, 1);
+  if (a.kind == NormKind::layer && !a.bias) a.bias = constant_row(a.w_dtype, a.D, 0);
+  parallel_rows(a.rows, forward_bytes_per_row(a), [&](std::int64_t begin, std::int64_t end) {
+    HWY_DYNAMIC_DISPATCH(ForwardRange)(a, begin, end);
+  });
+}
+
+std::vector<std::int64_t> cpu_targets() {
+  std::vector<std::int64_t> out;
+  for (std::int64_t t = hwy::SupportedTargets() & HWY_TARGETS; t != 0; t &= t - 1) out.push_back(t & -t);
+  return out;
+}
+
+const char* cpu_target_name(std::int64_t target) { return hwy::TargetName(target); }
+
+void force_cpu_target(std::int64_t target) {
+  hwy::SetSupportedTargetsForTest(target);
+  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+}
+
+const char* active_cpu_target() { return HWY_DYNAMIC_DISPATCH(ActiveTargetName)(); }
+
+}  // namespace normkit::detail
+#endif  // HWY_ONCE

@@ -1,0 +1,30 @@
+// Internal hooks for tests and tools: which SIMD targets the kernels were
+// compiled for, forcing one of them, and how many threads a call would use.
+// Not part of the public API.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cpu/kernels.hpp"
+
+namespace normkit::detail {
+
+// Highway targets (HWY_AVX3, HWY_AVX2, ...) compiled into the kernels that
+// this CPU supports, best first.
+std::vector<std::int64_t> cpu_targets();
+const char* cpu_target_name(std::int64_t target);
+
+// Makes run-time dispatch pick `target` (one of cpu_targets()); 0 restores
+// the default (the best supported). Process-wide; not for concurrent use.
+void force_cpu_target(std::int64_t target);
+
+// Name of the target the next kernel call dispatches to.
+const char* active_cpu_target();
+
+// Threads cpu_forward / cpu_backward use for these arguments (the kernels
+// call the same functions).
+int forward_threads(const ForwardArgs& a);
+int backward_threads(const BackwardArgs& a);
+
+}  // namespace normkit::detail

@@ -1,0 +1,211 @@
+// Per-target building blocks shared by the forward and backward kernels:
+// loading any storage dtype as compute lanes (f32, or f64 for f64 data),
+// storing compute lanes back with round-to-nearest-even, zero-padded tails,
+// and row scans. Compiled once per Highway target: include this after
+// <hwy/highway.h> in a file that uses foreach_target.h.
+//
+// Storage types: float, double, hwy::float16_t, hwy::bfloat16_t. The 16-bit
+// types are converted in registers and never used for arithmetic.
+
+// Re-inclusion guard that toggles once per target (the Highway convention).
+#if defined(NORMKIT_CPU_VEC_INL_HPP_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NORMKIT_CPU_VEC_INL_HPP_
+#undef NORMKIT_CPU_VEC_INL_HPP_
+#else
+#define NORMKIT_CPU_VEC_INL_HPP_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace normkit::detail::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The F16C instructions (vcvtph2ps / vcvtps2ph) round to nearest even and
+// handle subnormals, Inf and NaN exactly; Highway uses them on AVX2 and
+// AVX-512. Highway 1.0.3's fallbacks for older targets truncate and mishandle
+// Inf/NaN, so there we convert with the integer code below instead.
+#undef NORMKIT_HW_F16
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#define NORMKIT_HW_F16 1
+#else
+#define NORMKIT_HW_F16 0
+#endif
+
+// Most compute lanes of any target: tail buffers are sized by this.
+template <class C>
+inline constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(C);
+
+// f16 bits (in the low half of u32 lanes) -> f32, exact for every input.
+template <class DF>
+HWY_INLINE hn::Vec<DF> F32FromF16Bits(DF df, hn::Vec<hn::RebindToUnsigned<DF>> h) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
+  const auto em = hn::And(h, hn::Set(du, 0x7fffu));
+  // Normal and subnormal halves: the 15 magnitude bits placed at the top of an
+  // f32 mantissa are the value times 2^-112 (a subnormal f32 for f16
+  // subnormals), so one exact multiply rebiases the exponent.
+  const auto finite = hn::BitCast(
+      du, hn::Mul(hn::BitCast(df, hn::ShiftLeft<13>(em)), hn::Set(df, 0x1p112f)));
+  const auto special = hn::Or(hn::ShiftLeft<13>(em), hn::Set(du, 0x7f800000u));  // Inf, NaN
+  const auto is_special = hn::RebindMask(du, hn::Gt(hn::BitCast(di, em), hn::Set(di, 0x7bff)));
+  return hn::BitCast(df, hn::Or(hn::IfThenElse(is_special, special, finite), sign));
+}
+
+// f32 -> f16 bits (low half of u32 lanes), round to nearest even; identical to
+// normkit::to_f16 for every input.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> F16BitsFromF32(DF df, hn::Vec<DF> v) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto u = hn::BitCast(du, v);
+  const auto sign = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 0x8000u));
+  const auto a = hn::And(u, hn::Set(du, 0x7fffffffu));
+  const auto mag = hn::Abs(v);
+  // Normal result: rebias the exponent, round the 13 dropped bits to even.
+  const auto rebased = hn::Sub(a, hn::Set(du, 112u << 23));
+  const auto round = hn::Add(hn::Set(du, 0xfffu), hn::And(hn::ShiftRight<13>(rebased), hn::Set(du, 1u)));
+  const auto normal = hn::ShiftRight<13>(hn::Add(rebased, round));
+  // Subnormal result: scale by 2^24 (exact) and let the FPU round to an
+  // integer by adding 2^23, whose ulp is 1.
+  const auto scaled = hn::Add(hn::Mul(mag, hn::Set(df, 0x1p24f)), hn::Set(df, 0x1p23f));
+  const auto sub = hn::Sub(hn::BitCast(du, scaled), hn::Set(du, 0x4b000000u));
+  auto bits = hn::IfThenElse(hn::RebindMask(du, hn::Lt(mag, hn::Set(df, 0x1p-14f))), sub, normal);
+  bits = hn::IfThenElse(hn::RebindMask(du, hn::Ge(mag, hn::Set(df, 65520.0f))), hn::Set(du, 0x7c00u), bits);
+  bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Set(du, 0x7e00u), bits);
+  return hn::Or(bits, sign);
+}
+
+// f32 -> bf16 bits (low half of u32 lanes), round to nearest even; identical
+// to normkit::to_bf16. Highway 1.0.3's DemoteTo(bf16) truncates, which would
+// double the output error, so we round here. (NaN is found with IsNaN: on
+// AVX-512, 1.0.3's Ne is an ordered compare and is false for NaN.)
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16BitsFromF32(DF df, hn::Vec<DF> v) {
+  (void)df;
+  const hn::RebindToUnsigned<DF> du;
+  const auto u = hn::BitCast(du, v);
+  const auto hi = hn::ShiftRight<16>(u);
+  const auto rounded =
+      hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), hn::And(hi, hn::Set(du, 1u)))));
+  const auto quiet_nan = hn::Or(hi, hn::Set(du, 0x40u));
+  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
+}
+
+// Loads Lanes(dc) elements of storage type T at p as compute lanes.
+template <class DC, class T>
+HWY_INLINE hn::Vec<DC> LoadAs(DC dc, const T* HWY_RESTRICT p) {
+  using C = hn::TFromD<DC>;
+  if constexpr (std::is_same_v<T, C>) {
+    return hn::LoadU(dc, p);
+  } else if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    static_assert(std::is_same_v<C, float>);
+    return hn::PromoteTo(dc, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DC>(), p));
+  } else {
+    static_assert(std::is_same_v<T, hwy::float16_t> && std::is_same_v<C, float>);
+#if NORMKIT_HW_F16
+    return hn::PromoteTo(dc, hn::LoadU(hn::Rebind<hwy::float16_t, DC>(), p));
+#else
+    const hn::Rebind<std::uint16_t, DC> du16;
+    const hn::RebindToUnsigned<DC> du32;
+    const auto h = hn::PromoteTo(du32, hn::LoadU(du16, reinterpret_cast<const std::uint16_t*>(p)));
+    return F32FromF16Bits(dc, h);
+#endif
+  }
+}
+
+// Stores v to Lanes(dc) elements of storage type T at p, rounding to nearest
+// even, and returns the value as stored (widened back), so a caller that
+// needs the rounded result (the fused h) does not reload it.
+template <class DC, class T>
+HWY_INLINE hn::Vec<DC> StoreAs(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p) {
+  using C = hn::TFromD<DC>;
+  if constexpr (std::is_same_v<T, C>) {
+    hn::StoreU(v, dc, p);
+    return v;
+  } else {
+    static_assert(std::is_same_v<C, float>);
+    const hn::Rebind<std::uint16_t, DC> du16;
+    const hn::RebindToUnsigned<DC> du32;
+    const hn::RebindToSigned<DC> di32;
+    hn::Vec<decltype(du32)> bits;
+    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+      bits = Bf16BitsFromF32(dc, v);
+    } else {
+      static_assert(std::is_same_v<T, hwy::float16_t>);
+#if NORMKIT_HW_F16
+      const hn::Rebind<hwy::float16_t, DC> df16;
+      const auto h = hn::DemoteTo(df16, v);
+      hn::StoreU(h, df16, p);
+      return hn::PromoteTo(dc, h);
+#else
+      bits = F16BitsFromF32(dc, v);
+#endif
+    }
+    // bits < 2^16, so the saturating i32 -> u16 narrowing is exact.
+    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16, reinterpret_cast<std::uint16_t*>(p));
+    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+      return hn::BitCast(dc, hn::ShiftLeft<16>(bits));
+    } else {
+      return F32FromF16Bits(dc, bits);
+    }
+  }
+}
+
+// The first n < Lanes(dc) elements at p, zero-padded. Copies through a small
+// buffer so nothing past the end of the row is touched.
+template <class DC, class T>
+HWY_INLINE hn::Vec<DC> LoadTail(DC dc, const T* HWY_RESTRICT p, std::size_t n) {
+  HWY_ALIGN T buf[kMaxLanes<hn::TFromD<DC>>];
+  std::memset(static_cast<void*>(buf), 0, sizeof(buf));
+  std::memcpy(static_cast<void*>(buf), p, n * sizeof(T));
+  return LoadAs(dc, buf);
+}
+
+// Stores the first n < Lanes(dc) lanes of v to p; returns v as stored.
+template <class DC, class T>
+HWY_INLINE hn::Vec<DC> StoreTail(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p, std::size_t n) {
+  HWY_ALIGN T buf[kMaxLanes<hn::TFromD<DC>>];
+  const auto stored = StoreAs(dc, v, buf);
+  std::memcpy(static_cast<void*>(p), buf, n * sizeof(T));
+  return stored;
+}
+
+// Sum of all lanes, widened to double.
+template <class DC>
+HWY_INLINE double SumToDouble(DC dc, hn::Vec<DC> v) {
+  return static_cast<double>(hn::GetLane(hn::SumOfLanes(dc, v)));
+}
+
+// Whether every element of the row is finite (a slow path: only called for a
+// row whose statistics came out non-finite).
+template <class DC, class T>
+HWY_NOINLINE bool RowIsFinite(DC dc, const T* HWY_RESTRICT p, std::size_t n) {
+  const std::size_t N = hn::Lanes(dc);
+  std::size_t i = 0;
+  for (; i + N <= n; i += N)
+    if (!hn::AllTrue(dc, hn::IsFinite(LoadAs(dc, p + i)))) return false;
+  if (i < n && !hn::AllTrue(dc, hn::IsFinite(LoadTail(dc, p + i, n - i)))) return false;
+  return true;
+}
+
+// max |x| over a row of finite values (slow path, as above).
+template <class DC, class T>
+HWY_NOINLINE double RowMaxAbs(DC dc, const T* HWY_RESTRICT p, std::size_t n) {
+  const std::size_t N = hn::Lanes(dc);
+  auto m = hn::Zero(dc);
+  std::size_t i = 0;
+  for (; i + N <= n; i += N) m = hn::Max(m, hn::Abs(LoadAs(dc, p + i)));
+  if (i < n) m = hn::Max(m, hn::Abs(LoadTail(dc, p + i, n - i)));
+  return static_cast<double>(hn::GetLane(hn::MaxOfLanes(dc, m)));
+}
+
+}  // namespace normkit::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // NORMKIT_CPU_VEC_INL_HPP_

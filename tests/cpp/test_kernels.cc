@@ -1,0 +1,645 @@
+// The CPU kernels called directly (detail::cpu_forward / cpu_backward), once
+// for every SIMD target compiled in that this CPU supports: every dtype
+// combination, odd widths, strided rows, in-place and fused layouts against
+// the fp64 oracle with the budget of tolerance.hpp; bit-exact 16-bit
+// conversions; rows that overflow or underflow the statistics; bitwise
+// thread-count independence; and the threading threshold.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <functional>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "cases.hpp"
+#include "cpu/introspect.hpp"
+#include "cpu/kernels.hpp"
+#include "tolerance.hpp"
+
+namespace normkit::test {
+namespace {
+
+using detail::BackwardArgs;
+using detail::ForwardArgs;
+using detail::NormKind;
+
+// Forces run-time dispatch to one target for the scope.
+class ScopedTarget {
+ public:
+  explicit ScopedTarget(std::int64_t t) { detail::force_cpu_target(t); }
+  ~ScopedTarget() { detail::force_cpu_target(0); }
+  ScopedTarget(const ScopedTarget&) = delete;
+  ScopedTarget& operator=(const ScopedTarget&) = delete;
+};
+
+class Kernels : public ::testing::TestWithParam<std::int64_t> {
+ protected:
+  void SetUp() override { detail::force_cpu_target(GetParam()); }
+  void TearDown() override { detail::force_cpu_target(0); }
+};
+
+std::string target_test_name(const ::testing::TestParamInfo<std::int64_t>& info) {
+  return detail::cpu_target_name(info.param);
+}
+
+NormKind kind_of(Op op) { return op == Op::layer ? NormKind::layer : NormKind::rms; }
+
+// The value a kernel must store for h = x + residual: the sum in the compute
+// type (f32, or f64 for f64 data), rounded to h's dtype.
+double rounded_sum(double x, double r, DType x_dtype, DType h_dtype) {
+  unsigned char one[8];
+  if (x_dtype == DType::f64) {
+    store(one, h_dtype, 0, x + r);
+  } else {
+    const float s = static_cast<float>(x) + static_cast<float>(r);
+    store(one, h_dtype, 0, static_cast<double>(s));
+  }
+  return reference::load(one, h_dtype, 0);
+}
+
+// Every (residual dtype) a case can use: none, x's own, f32 for 16-bit x.
+std::vector<std::optional<DType>> residual_dtypes(DType x) {
+  std::vector<std::optional<DType>> out = {std::nullopt, x};
+  if (x == DType::f16 || x == DType::bf16) out.push_back(DType::f32);
+  return out;
+}
+
+std::vector<double> mean_abs_rows(const std::vector<double>& v, std::int64_t rows, std::int64_t D) {
+  std::vector<double> out(rows);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double a = 0;
+    for (std::int64_t j = 0; j < D; ++j) a += std::abs(v[r * D + j]);
+    out[r] = a / static_cast<double>(D);
+  }
+  return out;
+}
+
+// Forward outputs of one kernel call, for comparisons.
+struct ForwardRun {
+  Buffer x_before, h, y, mean, rstd;
+};
+
+// Runs cpu_forward on x (and residual): layouts chosen by `in_place`.
+ForwardRun run_forward(const Case& c, std::optional<DType> res, Buffer& x, Buffer* residual, const Params& p,
+                       double eps, bool in_place) {
+  const std::int64_t rows = x.rows(), D = x.cols();
+  ForwardRun out{x, {}, {}, Buffer(stat_dtype(c.x), 1, rows), Buffer(stat_dtype(c.x), 1, rows)};
+  ForwardArgs a;
+  a.kind = kind_of(c.op);
+  a.rows = rows;
+  a.D = D;
+  a.x = x.data();
+  a.x_stride = x.stride();
+  a.x_dtype = c.x;
+  a.w_dtype = c.w;
+  a.weight = p.has_weight ? p.weight.data() : nullptr;
+  a.bias = p.has_bias ? p.bias.data() : nullptr;
+  a.weight_offset = p.offset;
+  a.eps = eps;
+  a.mean = c.op == Op::layer ? out.mean.data() : nullptr;
+  a.rstd = out.rstd.data();
+  Buffer* h = nullptr;
+  if (res) {
+    a.residual = residual->data();
+    a.residual_stride = residual->stride();
+    a.res_dtype = *res;
+    // In place: the residual stream is updated where it lies.
+    out.h = in_place ? Buffer() : Buffer(*res, rows, D, D + 1);
+    h = in_place ? residual : &out.h;
+    a.h = h->data();
+    a.h_stride = h->stride();
+  }
+  Buffer* y = &x;
+  if (!in_place) {
+    out.y = Buffer(c.x, rows, D, D + 2);
+    y = &out.y;
+  }
+  a.y = y->data();
+  a.y_stride = y->stride();
+  detail::cpu_forward(a);
+  if (in_place) {
+    out.y = x;
+    if (res) out.h = *residual;
+  }
+  return out;
+}
+
+void check_forward(const Case& c, std::optional<DType> res, std::int64_t rows, std::int64_t D, bool in_place,
+                   std::mt19937_64& rng) {
+  SCOPED_TRACE(name_of(c) + (res ? std::string(" res=") + std::string(dtype_name(*res)) : std::string()) +
+               " rows=" + std::to_string(rows) + " D=" + std::to_string(D) + (in_place ? " in-place" : ""));
+  const double eps = 1e-5;
+  Buffer x(c.x, rows, D, D + 3), residual;
+  fill_normal(x, rng, 0.5, 2.0);
+  if (res) {
+    residual = Buffer(*res, rows, D, D + 1);
+    fill_normal(residual, rng, -0.3, 1.5);
+  }
+  const Buffer residual_before = residual;
+  const Params p = make_params(c, D, rng);
+  const ForwardRun run = run_forward(c, res, x, res ? &residual : nullptr, p, eps, in_place);
+
+  const Buffer* normed = &run.x_before;
+  if (res) {
+    // h is the compute-type sum rounded once to h's dtype: bit-exact.
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < D; ++j) {
+        const double want = rounded_sum(run.x_before.get(r, j), residual_before.get(r, j), c.x, *res);
+        ASSERT_EQ(run.h.get(r, j), want) << "h at row " << r << ", column " << j;
+      }
+    EXPECT_TRUE(run.h.padding_intact());
+    normed = &run.h;
+  }
+  const std::vector<double> xv = normed->values();
+  const reference::Forward ref = reference_forward(c, normed->cmat(), p, eps);
+  const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == Op::layer);
+  EXPECT_TRUE(within_budget(run.y.values(), ref.y, s.y, c.x, c.x, growth(D), "y"));
+  EXPECT_TRUE(run.y.padding_intact()) << "y was written outside its rows";
+  EXPECT_TRUE(within_budget(run.rstd.values(), ref.rstd, ref.rstd, stat_dtype(c.x), c.x, growth(D), "rstd"));
+  if (c.op == Op::layer) {
+    EXPECT_TRUE(within_budget(run.mean.values(), ref.mean, mean_abs_rows(xv, rows, D), stat_dtype(c.x), c.x,
+                              growth(D), "mean"));
+  }
+}
+
+// Affine options worth sweeping on every target: with and without gains,
+// and LayerNorm's bias without a weight (the stand-in ones row in w's dtype).
+bool swept(const Case& c) { return c.affine != Affine::weight || c.op == Op::rms; }
+
+TEST_P(Kernels, ForwardEveryDtypeAndWidth) {
+  ASSERT_STREQ(detail::active_cpu_target(), detail::cpu_target_name(GetParam()));
+  std::mt19937_64 rng(1);
+  for (const Case& c : all_cases()) {
+    if (!swept(c)) continue;
+    for (std::optional<DType> res : residual_dtypes(c.x)) {
+      for (std::size_t k = 0; k < kWidths.size(); ++k) {
+        const std::int64_t D = kWidths[k];
+        const std::int64_t rows = D > 5000 ? 1 : 3;
+        check_forward(c, res, rows, D, k % 2 == 1, rng);
+      }
+    }
+  }
+}
+
+struct BackwardRun {
+  Buffer dx, dweight, dbias;
+};
+
+// Backward of one case on this target, with the statistics from this
+// target's own forward. xin is x (plain) or h (fused, with dh_out).
+BackwardRun run_backward(const Case& c, const Buffer& xin, const Buffer& dy_in, const Buffer* dh_out_in,
+                         const Params& p, double eps, bool in_place) {
+  const std::int64_t rows = xin.rows(), D = xin.cols();
+  // Statistics: the forward of the plain op on xin (for the fused op, the
+  // forward's statistics are those of h, which is what xin holds).
+  Buffer xin_copy = xin;
+  const Case fc{c.op, xin.dtype(), xin.dtype() == c.x ? c.w : DType::f32, c.affine};
+  Params fp = p;
+  if (fc.w != c.w) {  // a f32 stream with 16-bit params: forward stats only need the same gains
+    fp.weight = Buffer(DType::f32, 1, D);
+    fp.bias = Buffer(DType::f32, 1, D);
+    for (std::int64_t j = 0; j < D; ++j) {
+      if (p.has_weight) fp.weight.set(0, j, p.weight.get(0, j));
+      if (p.has_bias) fp.bias.set(0, j, p.bias.get(0, j));
+    }
+  }
+  const ForwardRun f = run_forward(fc, std::nullopt, xin_copy, nullptr, fp, eps, false);
+
+  Buffer dy = dy_in;
+  Buffer dh_out = dh_out_in ? *dh_out_in : Buffer();
+  BackwardRun out{Buffer(), Buffer(c.w, 1, D), Buffer(c.w, 1, D)};
+  BackwardArgs a;
+  a.kind = kind_of(c.op);
+  a.rows = rows;
+  a.D = D;
+  a.dy = dy.data();
+  a.dy_stride = dy.stride();
+  a.dy_dtype = c.x;
+  a.xin = xin.data();
+  a.xin_stride = xin.stride();
+  a.xin_dtype = xin.dtype();
+  a.mean = c.op == Op::layer ? f.mean.data() : nullptr;
+  a.rstd = f.rstd.data();
+  a.weight = p.has_weight ? p.weight.data() : nullptr;
+  a.weight_offset = p.offset;
+  a.w_dtype = c.w;
+  a.dweight = out.dweight.data();
+  a.dbias = c.op == Op::layer ? out.dbias.data() : nullptr;
+  Buffer* dx = nullptr;
+  if (dh_out_in) {
+    a.dh_out = dh_out.data();
+    a.dh_out_stride = dh_out.stride();
+  }
+  if (in_place) {
+    dx = dh_out_in ? &dh_out : &dy;  // dh == dh_out (fused) or dx == dy (plain)
+  } else {
+    out.dx = Buffer(xin.dtype(), rows, D, D + 2);
+    dx = &out.dx;
+  }
+  a.dx = dx->data();
+  a.dx_stride = dx->stride();
+  detail::cpu_backward(a);
+  if (in_place) out.dx = *dx;
+  return out;
+}
+
+void check_backward(const Case& c, DType xin_dtype, bool fused, std::int64_t rows, std::int64_t D, bool in_place,
+                    std::mt19937_64& rng) {
+  SCOPED_TRACE(name_of(c) + " xin=" + std::string(dtype_name(xin_dtype)) + (fused ? " fused" : "") +
+               " rows=" + std::to_string(rows) + " D=" + std::to_string(D) + (in_place ? " in-place" : ""));
+  const double eps = 1e-5;
+  Buffer xin(xin_dtype, rows, D, D + 3), dy(c.x, rows, D, D + 1), dh_out;
+  fill_normal(xin, rng, 0.5, 2.0);
+  fill_normal(dy, rng);
+  if (fused) {
+    dh_out = Buffer(xin_dtype, rows, D, D + 4);
+    fill_normal(dh_out, rng, 0.0, 0.5);
+  }
+  const Params p = make_params(c, D, rng);
+  const BackwardRun run = run_backward(c, xin, dy, fused ? &dh_out : nullptr, p, eps, in_place);
+
+  const std::vector<double> xv = xin.values(), dyv = dy.values();
+  const reference::Forward fwd = reference_forward(c, xin.cmat(), p, eps);
+  reference::Backward ref = reference_backward(c, dy.cmat(), xin.cmat(), p, eps);
+  const Scales s = scales(xv, &dyv, rows, D, p.gain, p.shift, fwd, c.op == Op::layer);
+  std::vector<double> dx_scale = s.dx;
+  if (fused) {
+    const std::vector<double> dov = dh_out.values();
+    for (std::size_t i = 0; i < dov.size(); ++i) {
+      ref.dx[i] += dov[i];
+      dx_scale[i] += std::abs(dov[i]);
+    }
+  }
+  EXPECT_TRUE(within_budget(run.dx.values(), ref.dx, dx_scale, xin_dtype, c.x, growth(D), "dx"));
+  EXPECT_TRUE(run.dx.padding_intact());
+  EXPECT_TRUE(within_budget(run.dweight.values(), ref.dweight, s.dweight, c.w, c.x, growth(D) + growth(rows),
+                            "dweight"));
+  if (c.op == Op::layer) {
+    EXPECT_TRUE(within_budget(run.dbias.values(), ref.dbias, s.dbias, c.w, c.x, growth(rows), "dbias"));
+  }
+}
+
+TEST_P(Kernels, BackwardEveryDtypeAndWidth) {
+  std::mt19937_64 rng(2);
+  for (const Case& c : all_cases()) {
+    if (!swept(c)) continue;
+    std::vector<std::pair<DType, bool>> inputs = {{c.x, false}, {c.x, true}};
+    if (c.x == DType::f16 || c.x == DType::bf16) inputs.push_back({DType::f32, true});
+    for (auto [xin_dtype, fused] : inputs) {
+      for (std::size_t k = 0; k < kWidths.size(); ++k) {
+        const std::int64_t D = kWidths[k];
+        // Many rows on narrow widths spread dweight over several row blocks.
+        const std::int64_t rows = D > 5000 ? 2 : D <= 111 ? 70 : 3;
+        check_backward(c, xin_dtype, fused, rows, D, k % 2 == 0, rng);
+      }
+    }
+  }
+}
+
+// Conversions, bit for bit. f32 -> f16/bf16: a LayerNorm of constant rows
+// has x̂ = 0 exactly, so y = 0·1 + bias is the f32 bias rounded to y's
+// dtype. f16/bf16 -> f32: the fused op with an f32 stream and residual −0
+// stores h = x exactly.
+std::vector<std::uint32_t> f32_patterns() {
+  std::vector<std::uint32_t> out;
+  std::mt19937_64 rng(3);
+  for (std::uint32_t sign : {0u, 0x80000000u})
+    for (std::uint32_t e = 0; e < 256; ++e) {
+      // Mantissas at the bf16 (16 dropped bits) and f16 (13 dropped bits, more
+      // in f16's subnormal range) rounding boundaries, plus random ones.
+      for (std::uint32_t m : {0x0u, 0x1u, 0x7fffu, 0x8000u, 0x8001u, 0x18000u, 0xfffu, 0x1000u, 0x1001u, 0x3000u,
+                              0x7fffffu, 0x400000u, 0x7f8000u, 0x7ff000u, 0x2000u, 0x6000u, 0x5fffu})
+        out.push_back(sign | (e << 23) | m);
+      for (int k = 0; k < 8; ++k) out.push_back(sign | (e << 23) | static_cast<std::uint32_t>(rng() & 0x7fffffu));
+    }
+  return out;
+}
+
+std::uint16_t bits16(const Buffer& b, std::int64_t j) {
+  std::uint16_t v;
+  std::memcpy(&v, static_cast<const unsigned char*>(b.data()) + 2 * j, 2);
+  return v;
+}
+
+TEST_P(Kernels, DemotionRoundsToNearestEven) {
+  const std::vector<std::uint32_t> bits = f32_patterns();
+  const std::int64_t D = static_cast<std::int64_t>(bits.size());
+  for (DType t : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    Buffer x(t, 2, D), bias(DType::f32, 1, D), y(t, 2, D);
+    for (std::int64_t j = 0; j < D; ++j) {
+      x.set(0, j, 1.0);
+      x.set(1, j, -3.0);
+      std::memcpy(static_cast<float*>(bias.data()) + j, &bits[j], 4);
+    }
+    ForwardArgs a;
+    a.kind = NormKind::layer;
+    a.rows = 2;
+    a.D = D;
+    a.x = x.data();
+    a.x_stride = D;
+    a.y = y.data();
+    a.y_stride = D;
+    a.x_dtype = t;
+    a.w_dtype = DType::f32;
+    a.bias = bias.data();
+    a.eps = 1e-5;
+    detail::cpu_forward(a);
+    for (std::int64_t r = 0; r < 2; ++r)
+      for (std::int64_t j = 0; j < D; ++j) {
+        const float f = std::bit_cast<float>(bits[j]);
+        const std::uint16_t want = t == DType::f16 ? to_f16(f).bits : to_bf16(f).bits;
+        const std::uint16_t got = bits16(y, r * D + j);
+        if (f == 0.0f) {
+          // 0·1 + (−0) is +0 in IEEE arithmetic; either zero is right.
+          ASSERT_EQ(got & 0x7fffu, 0u) << "zero input";
+        } else if (std::isnan(f)) {
+          // Any NaN (F16C keeps the payload, the portable path does not).
+          const bool nan = t == DType::f16 ? (got & 0x7c00u) == 0x7c00u && (got & 0x3ffu) != 0
+                                           : (got & 0x7f80u) == 0x7f80u && (got & 0x7fu) != 0;
+          ASSERT_TRUE(nan) << std::hex << "f32 bits 0x" << bits[j] << " gave 0x" << got;
+        } else {
+          ASSERT_EQ(got, want) << std::hex << "f32 bits 0x" << bits[j];
+        }
+      }
+  }
+}
+
+TEST_P(Kernels, PromotionIsExact) {
+  const std::int64_t D = 1 << 16;  // every 16-bit pattern
+  for (DType t : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    Buffer x(t, 1, D), r(DType::f32, 1, D), h(DType::f32, 1, D), y(t, 1, D);
+    for (std::int64_t j = 0; j < D; ++j) {
+      const std::uint16_t v = static_cast<std::uint16_t>(j);
+      std::memcpy(static_cast<unsigned char*>(x.data()) + 2 * j, &v, 2);
+      r.set(0, j, -0.0);
+    }
+    ForwardArgs a;
+    a.kind = NormKind::rms;
+    a.rows = 1;
+    a.D = D;
+    a.x = x.data();
+    a.x_stride = D;
+    a.residual = r.data();
+    a.residual_stride = D;
+    a.h = h.data();
+    a.h_stride = D;
+    a.y = y.data();
+    a.y_stride = D;
+    a.x_dtype = t;
+    a.res_dtype = DType::f32;
+    a.w_dtype = t;
+    a.eps = 1e-5;
+    detail::cpu_forward(a);
+    for (std::int64_t j = 0; j < D; ++j) {
+      const std::uint16_t v = static_cast<std::uint16_t>(j);
+      const float want = t == DType::f16 ? to_float(half_t{v}) : to_float(bfloat16_t{v});
+      const float got = static_cast<const float*>(h.data())[j];
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got)) << std::hex << "bits 0x" << v;
+      } else {
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(got), std::bit_cast<std::uint32_t>(want)) << std::hex << "bits 0x" << v;
+      }
+    }
+  }
+}
+
+// Rows that break naive statistics. x is given as doubles (rounded to the
+// dtype); y, and mean/rstd where the f32 (f64) statistic can represent the
+// exact value, must meet the same budget as ordinary data.
+//
+// ref_scale: a power of two for rows whose squares the fp64 oracle itself
+// cannot form (f64 data near 1e200 or 1e-310). The oracle then runs on
+// x·ref_scale (exact) with eps·ref_scale², which has the same y, mean/scale
+// and rstd·scale.
+void check_rows(const Case& c, std::int64_t rows, std::int64_t D, const std::function<double(std::int64_t, std::int64_t)>& f,
+                double eps, const std::string& what, double ref_scale = 1.0) {
+  SCOPED_TRACE(what + " " + name_of(c) + " D=" + std::to_string(D));
+  std::mt19937_64 rng(4);
+  Buffer x(c.x, rows, D), xs(c.x, rows, D);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < D; ++j) {
+      x.set(r, j, f(r, j));
+      xs.set(r, j, x.get(r, j) * ref_scale);
+      ASSERT_EQ(xs.get(r, j), x.get(r, j) * ref_scale) << "the reference scale must be exact";
+    }
+  const Params p = make_params(c, D, rng);
+  const ForwardRun run = run_forward(c, std::nullopt, x, nullptr, p, eps, false);
+  const std::vector<double> xv = run.x_before.values();
+  reference::Forward ref = reference_forward(c, xs.cmat(), p, eps * ref_scale * ref_scale);
+  const Scales s = scales(xs.values(), nullptr, rows, D, p.gain, p.shift, ref, c.op == Op::layer);
+  for (double& m : ref.mean) m /= ref_scale;
+  for (double& r : ref.rstd) r *= ref_scale;
+  EXPECT_TRUE(within_budget(run.y.values(), ref.y, s.y, c.x, c.x, growth(D), "y"));
+  const double stat_max = c.x == DType::f64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (ref.rstd[r] > stat_max) {
+      // The exact rstd overflows the statistic's dtype: it is stored as Inf.
+      EXPECT_EQ(run.rstd.get(0, r), INFINITY) << "row " << r;
+      continue;
+    }
+    EXPECT_TRUE(within_budget({run.rstd.get(0, r)}, {ref.rstd[r]}, {ref.rstd[r]}, stat_dtype(c.x), c.x, growth(D),
+                              "rstd of row " + std::to_string(r)));
+  }
+  if (c.op == Op::layer) {
+    EXPECT_TRUE(within_budget(run.mean.values(), ref.mean, mean_abs_rows(xv, rows, D), stat_dtype(c.x), c.x,
+                              growth(D), "mean"));
+  }
+}
+
+std::vector<Case> extreme_cases(DType t) {
+  const DType w = t == DType::f64 ? DType::f64 : DType::f32;
+  return {{Op::layer, t, w, Affine::both}, {Op::rms, t, w, Affine::weight}};
+}
+
+TEST_P(Kernels, HugeRowsDoNotOverflowTheStatistics) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> n01;
+  for (std::int64_t D : {7, 4097}) {
+    for (const Case& c : extreme_cases(DType::f32)) {
+      // x² overflows f32 (1e40) though every x is finite.
+      check_rows(c, 3, D, [&](std::int64_t, std::int64_t) { return 1e20 * (1.0 + 0.5 * n01(rng)); }, 1e-5, "1e20");
+      // Even Σx overflows: 4097 values near 1e36.
+      check_rows(c, 2, D, [&](std::int64_t, std::int64_t) { return 1e36 * (2.0 + n01(rng)); }, 1e-5, "1e36");
+    }
+    for (const Case& c : extreme_cases(DType::f64))
+      check_rows(c, 2, D, [&](std::int64_t, std::int64_t) { return 1e200 * (1.0 + n01(rng)); }, 1e-5, "1e200",
+                 0x1p-700);
+  }
+}
+
+TEST_P(Kernels, TinyAndSubnormalRows) {
+  std::mt19937_64 rng(6);
+  std::normal_distribution<double> n01;
+  for (std::int64_t D : {3, 4097}) {
+    for (const Case& c : extreme_cases(DType::f32)) {
+      // Squares underflow f32 (1e-60); with eps = 0 the variance decides rstd.
+      check_rows(c, 2, D, [&](std::int64_t, std::int64_t) { return 1e-30 * (0.5 + n01(rng)); }, 0.0, "1e-30");
+      // Subnormal inputs: rstd (~1e41) overflows f32 and is stored as Inf,
+      // but y is still right.
+      check_rows(c, 2, D, [&](std::int64_t, std::int64_t) { return 1e-41 * (0.5 + n01(rng)); }, 0.0, "subnormal");
+    }
+    for (const Case& c : extreme_cases(DType::f64))
+      check_rows(c, 2, D, [&](std::int64_t, std::int64_t) { return 1e-310 * (0.5 + n01(rng)); }, 0.0, "subnormal",
+                 0x1p900);
+  }
+}
+
+TEST_P(Kernels, CancellationAndOutliers) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> n01;
+  for (DType t : {DType::f32, DType::f64, DType::bf16}) {
+    const Case ln{Op::layer, t, t == DType::f64 ? t : DType::f32, Affine::both};
+    for (std::int64_t D : {111, 4096, 65537}) {
+      // A large common offset: E[x²] − E[x]² would cancel every digit.
+      check_rows(ln, 2, D, [&](std::int64_t, std::int64_t) { return 1e4 + 1e-2 * n01(rng); }, 1e-12, "1e4+noise");
+      // One huge element in a long row.
+      check_rows(ln, 2, D, [&](std::int64_t, std::int64_t j) { return j == D / 3 ? 1e6 : n01(rng); }, 1e-5, "outlier");
+      const Case rms{Op::rms, t, ln.w, Affine::weight};
+      check_rows(rms, 2, D, [&](std::int64_t, std::int64_t j) { return j == D / 3 ? 1e6 : n01(rng); }, 1e-5, "outlier");
+    }
+  }
+  // f16 data up to its largest finite value never overflows the f32 statistics.
+  for (const Case& c : extreme_cases(DType::f16)) {
+    check_rows(c, 1, 4, [](std::int64_t, std::int64_t j) { return 1000.0 * static_cast<double>(j + 1); }, 1e-5, "f16 1000s");
+    check_rows(c, 2, 4097, [&](std::int64_t, std::int64_t) { return std::clamp(30000.0 * n01(rng), -65504.0, 65504.0); },
+               1e-5, "f16 large");
+  }
+}
+
+TEST_P(Kernels, NonFiniteRowsStayInTheirRow) {
+  for (DType t : {DType::f32, DType::bf16, DType::f64}) {
+    for (double bad : {std::numeric_limits<double>::quiet_NaN(), HUGE_VAL, -HUGE_VAL}) {
+      for (const Case& c : extreme_cases(t)) {
+        SCOPED_TRACE(name_of(c) + " bad=" + std::to_string(bad));
+        const std::int64_t rows = 3, D = 111;
+        std::mt19937_64 rng(8);
+        Buffer x(t, rows, D);
+        fill_normal(x, rng);
+        x.set(1, 50, bad);
+        const Params p = make_params(c, D, rng);
+        const ForwardRun run = run_forward(c, std::nullopt, x, nullptr, p, 1e-5, false);
+        // The bad row is non-finite where the oracle's is (for RMSNorm with
+        // an Inf, rstd = 0 makes the finite elements 0, as in the oracle and
+        // PyTorch); its statistics are not finite; other rows are untouched.
+        const reference::Forward ref = reference_forward(c, run.x_before.cmat(), p, 1e-5);
+        const Scales s = scales(run.x_before.values(), nullptr, rows, D, p.gain, p.shift, ref, c.op == Op::layer);
+        EXPECT_TRUE(within_budget(run.y.values(), ref.y, s.y, t, t, growth(D), "y"));
+        EXPECT_FALSE(std::isfinite(run.y.get(1, 50)));
+        if (c.op == Op::layer) {
+          EXPECT_FALSE(std::isfinite(run.mean.get(0, 1)));
+          EXPECT_FALSE(std::isfinite(run.rstd.get(0, 1)));
+        } else {
+          EXPECT_TRUE(!std::isfinite(run.rstd.get(0, 1)) || run.rstd.get(0, 1) == 0.0);
+        }
+        for (std::int64_t r : {0, 2})
+          for (std::int64_t j = 0; j < D; ++j) EXPECT_TRUE(std::isfinite(run.y.get(r, j))) << "row " << r;
+      }
+    }
+  }
+}
+
+// Every output, including dweight/dbias, is bitwise identical for 1, 2 and
+// 7 threads, on every target.
+TEST_P(Kernels, BitwiseAcrossThreadCounts) {
+  struct Shape {
+    std::int64_t rows, D;
+  };
+  std::mt19937_64 rng(9);
+  const std::vector<std::pair<Case, std::optional<DType>>> cases = {
+      {{Op::layer, DType::bf16, DType::f32, Affine::both}, DType::f32},
+      {{Op::layer, DType::f32, DType::f32, Affine::both}, std::nullopt},
+      {{Op::rms, DType::f16, DType::f16, Affine::offset}, DType::f16},
+      {{Op::layer, DType::f64, DType::f64, Affine::weight}, DType::f64}};
+  for (const auto& [c, res] : cases) {
+    for (Shape sh : {Shape{333, 4097}, Shape{1000, 64}, Shape{3, 65537}}) {
+      SCOPED_TRACE(name_of(c) + " rows=" + std::to_string(sh.rows) + " D=" + std::to_string(sh.D));
+      Buffer x(c.x, sh.rows, sh.D), dy(c.x, sh.rows, sh.D), residual;
+      fill_normal(x, rng, 0.5, 2.0);
+      fill_normal(dy, rng);
+      if (res) {
+        residual = Buffer(*res, sh.rows, sh.D);
+        fill_normal(residual, rng);
+      }
+      Buffer dh_out = res ? residual : Buffer();
+      const Params p = make_params(c, sh.D, rng);
+      std::vector<unsigned char> first;
+      for (int threads : {1, 2, 7}) {
+        set_num_threads(threads);
+        Buffer xc = x, rc = residual;
+        const ForwardRun f = run_forward(c, res, xc, res ? &rc : nullptr, p, 1e-5, false);
+        const Buffer& xin = res ? f.h : x;
+        const BackwardRun b = run_backward(c, xin, dy, res ? &dh_out : nullptr, p, 1e-5, false);
+        std::vector<unsigned char> all;
+        for (const Buffer* o : {&f.h, &f.y, &f.mean, &f.rstd, &b.dx, &b.dweight, &b.dbias})
+          all.insert(all.end(), o->bytes().begin(), o->bytes().end());
+        if (threads == 1) {
+          first = all;
+        } else {
+          EXPECT_TRUE(all == first) << threads << " threads";
+        }
+      }
+      set_num_threads(0);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTargets, Kernels, ::testing::ValuesIn(detail::cpu_targets()), target_test_name);
+
+TEST(KernelTargets, BestTargetOfThisCpuIsCompiledIn) {
+  const std::vector<std::int64_t> targets = detail::cpu_targets();
+  ASSERT_FALSE(targets.empty());
+  std::vector<std::string> names;
+  for (std::int64_t t : targets) names.emplace_back(detail::cpu_target_name(t));
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+    EXPECT_EQ(names.front(), "AVX3");
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_EQ(names.front(), "AVX2");
+  }
+  EXPECT_NE(std::find(names.begin(), names.end(), "SSE4"), names.end());
+#endif
+  // Without forcing, dispatch picks the best.
+  EXPECT_STREQ(detail::active_cpu_target(), names.front().c_str());
+}
+
+// Small calls run on the calling thread: an OpenMP fork/join costs more
+// than moving a 4096-wide row.
+TEST(KernelThreads, SmallCallsStayOnOneThread) {
+  set_num_threads(8);
+  ForwardArgs f;
+  f.rows = 1;
+  f.D = 4096;
+  f.x_dtype = DType::f32;
+  EXPECT_EQ(detail::forward_threads(f), 1);  // one decode-step row
+  f.x_dtype = DType::bf16;
+  f.rows = 4;
+  EXPECT_EQ(detail::forward_threads(f), 1);  // 4 rows × 16 KiB of bf16 traffic < 64 KiB
+  f.rows = 4096;
+  EXPECT_EQ(detail::forward_threads(f), 8);
+  f.rows = 3;  // never more threads than rows
+  f.D = 1 << 20;
+  EXPECT_EQ(detail::forward_threads(f), 3);
+
+  BackwardArgs b;
+  b.rows = 1;
+  b.D = 4096;
+  EXPECT_EQ(detail::backward_threads(b), 1);
+  b.rows = 4096;
+  EXPECT_EQ(detail::backward_threads(b), 8);
+  // With parameter gradients, threads work on fixed row blocks of at least
+  // kMinRowsPerBlock rows: 16 rows are 2 blocks.
+  float dw = 0;
+  b.dweight = &dw;
+  b.rows = 16;
+  EXPECT_EQ(detail::backward_threads(b), 2);
+  set_num_threads(0);
+}
+
+}  // namespace
+}  // namespace normkit::test
