@@ -135,6 +135,9 @@ TEST(Extremes, F32SquaresOverflow) {
     // One sign throughout, so the mean is as large as the values.
     expect_both(DType::f32, 2, 257, [g = normal(3, 0.25 * scale, scale)](auto r, auto j) { return std::abs(g(r, j)); },
                 1e-5, 4);
+    // One value throughout: the variance is exactly 0, so LayerNorm's y is
+    // the bias and RMSNorm's the gain (x·rstd = 1).
+    expect_both(DType::f32, 1, 300, [scale](auto, auto) { return 3 * scale; }, 1e-5, 5);
   }
 }
 
