@@ -33,8 +33,19 @@ struct Sample {
   double share;     // process CPU seconds / wall seconds
 };
 
-constexpr double kUndisturbed = 0.9;  // share relative to the best seen
+constexpr double kUndisturbed = 0.9;  // share relative to the full share
 constexpr int kFewestUndisturbed = 5;
+
+// The CPU share of an undisturbed sample: the upper quartile of the shares
+// seen (the maximum would let one odd sample disqualify all the others; the
+// quartile is right as long as a quarter of the samples ran undisturbed).
+double full_share_of(const std::vector<Sample>& samples) {
+  std::vector<double> shares;
+  for (const Sample& s : samples) shares.push_back(s.share);
+  const auto q = shares.begin() + static_cast<std::ptrdiff_t>(3 * (shares.size() - 1) / 4);
+  std::nth_element(shares.begin(), q, shares.end());
+  return *q;
+}
 
 }  // namespace
 
@@ -52,17 +63,20 @@ Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingCon
       std::clamp(std::ceil(cfg.min_sample_seconds / std::max(per_call, 1e-9)), 1.0, 1e6));
 
   std::vector<Sample> samples;
-  double best_share = 0;
-  const auto undisturbed = [&](const Sample& s) { return s.share >= kUndisturbed * best_share; };
+  double full_share = 0;
+  const auto undisturbed = [&](const Sample& s) { return s.share >= kUndisturbed * full_share; };
   const auto start = Clock::now();
   while (static_cast<int>(samples.size()) < cfg.max_samples) {
-    const double cpu0 = process_cpu_seconds();
+    // The CPU clock is read inside the timed interval, so a sample's share
+    // cannot exceed the number of threads that ran; its cost (a system
+    // call, ~0.5 µs) is why samples last at least min_sample_seconds.
     const auto s0 = Clock::now();
+    const double cpu0 = process_cpu_seconds();
     for (int k = 0; k < t.calls_per_sample; ++k) call(i++);
-    const double wall = seconds_since(s0);
     const double cpu = process_cpu_seconds() - cpu0;
+    const double wall = seconds_since(s0);
     samples.push_back({wall / t.calls_per_sample, cpu / wall});
-    best_share = std::max(best_share, cpu / wall);
+    full_share = full_share_of(samples);
 
     const double elapsed = seconds_since(start);
     if (elapsed >= cfg.max_seconds) break;

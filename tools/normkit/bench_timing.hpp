@@ -11,7 +11,7 @@ struct TimingConfig {
   int min_samples = 21;              // ...until this many samples ran undisturbed
   double max_seconds = 3.0;          // give up waiting for undisturbed samples here
   int max_samples = 2001;            // and stop here, however short the call
-  double min_sample_seconds = 2e-5;  // batch calls until a sample lasts this long
+  double min_sample_seconds = 2e-4;  // batch calls until a sample lasts this long
 };
 
 struct Timing {
@@ -29,16 +29,15 @@ struct Timing {
 // Warm-up: 3 calls (cold instruction cache, lazy initialisation, thread
 // pool start-up). Page faults need no warm-up: the bench touches every page
 // of its buffers when it allocates them and fills the inputs just before.
-// Then samples of `calls_per_sample` consecutive calls, batched only when one
-// call is too short to time alone (~20 µs, far above the ~20 ns clock
-// overhead).
+// Then samples of `calls_per_sample` consecutive calls, batched when one
+// call is shorter than 200 µs (the clocks read per sample cost ~1 µs).
 //
 // Other processes share this 2-core VM and take a core for milliseconds at
 // a time. So each sample also records the CPU time the process got; its
 // CPU share (CPU time / wall time) is about the number of threads busy. A
-// sample whose share is below 90% of the best share seen in this timing had
-// a thread descheduled: it is counted as preempted and left out of the
-// median. (If fewer than 5 samples were undisturbed by max_seconds, the
+// sample whose share is below 90% of the full share (the upper quartile of
+// the shares seen in this timing) had a thread descheduled: it is counted
+// as preempted and left out of the median. (If fewer than 5 samples were undisturbed by max_seconds, the
 // median is over every sample.) median_all_s keeps the unfiltered figure.
 Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingConfig& cfg);
 
