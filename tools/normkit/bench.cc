@@ -65,7 +65,14 @@ options:
   --cache-elements N elements per activation tensor, cache [65536]
   --rotate-mib N     MiB the dram buffer sets span         [1024]
   --min-time S       seconds to keep sampling each record  [0.25]
+  --max-time S       seconds to wait for 21 undisturbed samples [3]
   --help             this text
+
+Timing: 3 warm-up calls, then samples (calls batched to >= 20 us) until 21
+samples ran undisturbed and MIN-TIME passed; the median of the undisturbed
+samples is reported. A sample is disturbed when the process got less than
+90% of the best CPU share seen (another process held a core); the count is
+the pre% column and the median over all samples is in the JSON.
 
 The naive baseline runs on one thread only. Every implementation is checked
 against the fp64 oracle before it is timed. Targets (docs/benchmarks.md) are
@@ -73,8 +80,8 @@ printed after the tables as met / not met with their numbers.
 
 JSON records: impl, op, norm, pass, dtype, param_dtype, rows, D, threads,
 size_class, where (L1/L2/L3/DRAM: where the rotated buffers fit), sets,
-working_set_bytes, bytes_read, bytes_written, median_ms, min_ms, samples,
-calls_per_sample, gbps, ceiling_gbps, pct_of_ceiling, copy_gbps, read_gbps,
+working_set_bytes, bytes_read, bytes_written, median_ms, median_all_ms,
+min_ms, samples, preempted_samples, calls_per_sample, gbps, ceiling_gbps, pct_of_ceiling, copy_gbps, read_gbps,
 copy_method. impl "ceiling", op "copy_row": the copy of one row.
 Plot them with bench/plot_bench.py.
 )";
@@ -125,6 +132,19 @@ std::vector<std::int64_t> parse_ints(const std::string& flag, const std::string&
   return out;
 }
 
+double parse_seconds(const std::string& flag, const std::string& v) {
+  std::size_t used = 0;
+  double x = -1;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || !(x >= 0))
+    throw std::invalid_argument(flag + " expects seconds >= 0, got '" + v + "'");
+  return x;
+}
+
 DType parse_dtype(const std::string& s) {
   if (s == "f32") return DType::f32;
   if (s == "bf16") return DType::bf16;
@@ -141,6 +161,7 @@ void apply_mode(Options& o, std::string_view mode) {
     o.rotate_bytes = std::int64_t{512} << 20;
     o.timing.min_seconds = 0.02;
     o.timing.min_samples = 11;
+    o.timing.max_seconds = 0.2;
     o.timing.max_samples = 201;
   } else if (mode == "--smoke") {
     o.widths = {96, 256};
@@ -150,6 +171,7 @@ void apply_mode(Options& o, std::string_view mode) {
     o.rotate_bytes = std::int64_t{1} << 20;
     o.timing.min_seconds = 0;
     o.timing.min_samples = 3;
+    o.timing.max_seconds = 0.05;
     o.timing.max_samples = 3;
   }
 }
@@ -184,7 +206,8 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--elements") o.elements = parse_int(a, v, 1);
     else if (a == "--cache-elements") o.cache_elements = parse_int(a, v, 1);
     else if (a == "--rotate-mib") o.rotate_bytes = parse_int(a, v, 1) << 20;
-    else if (a == "--min-time") o.timing.min_seconds = std::stod(v);
+    else if (a == "--min-time") o.timing.min_seconds = parse_seconds(a, v);
+    else if (a == "--max-time") o.timing.max_seconds = parse_seconds(a, v);
     else throw std::invalid_argument("unknown option '" + a + "' (see normkit bench --help)");
   }
 
@@ -330,7 +353,7 @@ class Runner {
     r.working_set = 2 * bytes;
     r.where = residence(2 * bytes, caches_);
     r.traffic = {bytes, bytes};
-    r.timing.median_s = r.timing.min_s = c.copy_median_s;
+    r.timing.median_s = r.timing.median_all_s = r.timing.min_s = c.copy_median_s;
     finish(r, c);
   }
 

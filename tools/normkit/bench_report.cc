@@ -173,8 +173,8 @@ void print_tables(std::FILE* out, const std::vector<Record>& rs, const RunInfo& 
   std::fprintf(out,
                "us: median time per call; MB: bytes the op must move; ceiling: GB/s the same "
                "bytes reach at the measured copy/read bandwidth;\n"
-               "where: the cache the rotated buffers fit in; pre%%: samples during which another "
-               "process held the core (< 90%% CPU);\n"
+               "where: the cache the rotated buffers fit in; pre%%: samples left out of the median "
+               "because another process held a core;\n"
                "x: that implementation's time / normkit's (> 1: normkit faster); "
                "ceiling x (one row): time to copy the row / normkit's\n");
   const auto threads = distinct<int>(rs, [](const Record& r) { return r.threads; });
@@ -200,7 +200,7 @@ void print_targets(std::FILE* out, const std::vector<Record>& rs) {
     samples += r.timing.samples;
     preempted += r.timing.preempted;
   }
-  std::fprintf(out, "\nsamples preempted by other processes: %lld of %lld (%.1f%%)\n", preempted,
+  std::fprintf(out, "\nsamples left out as preempted by other processes: %lld of %lld (%.1f%%)\n", preempted,
                samples, samples ? 100.0 * static_cast<double>(preempted) / static_cast<double>(samples) : 0.0);
   std::fprintf(out,
                "\ntargets (normkit; worst case over every record it applies to; \"beyond cache\": "
@@ -250,8 +250,8 @@ void write_json(std::FILE* out, const std::vector<Record>& rs) {
         "\"dtype\": \"%s\", \"param_dtype\": \"%s\", \"rows\": %lld, \"D\": %lld, "
         "\"threads\": %d, \"size_class\": \"%s\", \"where\": \"%s\", \"sets\": %lld, "
         "\"working_set_bytes\": %lld, \"bytes_read\": %lld, \"bytes_written\": %lld, "
-        "\"median_ms\": %.6g, \"min_ms\": %.6g, \"samples\": %d, \"calls_per_sample\": %d, "
-        "\"preempted_samples\": %d, "
+        "\"median_ms\": %.6g, \"median_all_ms\": %.6g, \"min_ms\": %.6g, \"samples\": %d, "
+        "\"preempted_samples\": %d, \"calls_per_sample\": %d, "
         "\"gbps\": %.4g, \"ceiling_gbps\": %.4g, \"pct_of_ceiling\": %.4g, "
         "\"copy_gbps\": %.4g, \"read_gbps\": %.4g, \"copy_method\": \"%s\"}%s\n",
         r.impl.c_str(), r.op.c_str(), r.table_op ? sv(norm_name(r.table_op->norm)).c_str() : "",
@@ -260,8 +260,9 @@ void write_json(std::FILE* out, const std::vector<Record>& rs) {
         static_cast<long long>(r.shape.rows), static_cast<long long>(r.shape.D), r.threads,
         r.size_class.c_str(), r.where.c_str(), static_cast<long long>(r.sets),
         static_cast<long long>(r.working_set), static_cast<long long>(r.traffic.read),
-        static_cast<long long>(r.traffic.written), r.timing.median_s * 1e3, r.timing.min_s * 1e3,
-        r.timing.samples, r.timing.calls_per_sample, r.timing.preempted, r.gbps, r.ceiling_gbps, r.pct_of_ceiling,
+        static_cast<long long>(r.traffic.written), r.timing.median_s * 1e3,
+        r.timing.median_all_s * 1e3, r.timing.min_s * 1e3, r.timing.samples, r.timing.preempted,
+        r.timing.calls_per_sample, r.gbps, r.ceiling_gbps, r.pct_of_ceiling,
         r.copy_gbps, r.read_gbps, r.copy_method.c_str(), i + 1 == rs.size() ? "" : ",");
   }
   std::fprintf(out, "]\n");
