@@ -739,10 +739,13 @@ NB_MODULE(_normkit, m) {
   m.doc() = "Low-level binding of the normkit C++ library. Every array, outputs included, is "
             "allocated by the caller; use the functions of the `normkit` package instead.";
 
-  // The library's one exception type is a ValueError, message unchanged.
+  // The library's errors keep their message: a dtype problem is a TypeError,
+  // any other invalid argument a ValueError.
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
+    } catch (const normkit::DTypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
     } catch (const normkit::Error& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     }
