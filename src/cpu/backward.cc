@@ -28,7 +28,9 @@
 #define NORMKIT_CPU_BACKWARD_ONCE_
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "cpu/introspect.hpp"
@@ -51,18 +53,42 @@ struct RowSums {
   double g = 0, gx = 0;  // Σg, Σg·x̂
 };
 
+// x̂ = (x − mean)·rstd, computed as (x·s − mean·s)·(rstd/s) with s a power
+// of two: 2^ilogb(rstd), so x·s and mean·s are of the size of x̂, lowered if
+// needed to keep mean·s far from overflow. Scaling by a power of two is
+// exact, so for ordinary rows this rounds exactly like (x − mean)·rstd; but
+// x − mean cannot overflow for rows near the top of the range (bf16/f32
+// values ~1e38 of both signs), where the plain form gives Inf.
+template <class DC>
+struct XhatMap {
+  hn::Vec<DC> s, ms, rs;
+
+  XhatMap(DC dc, double mean, double rstd) {
+    using C = hn::TFromD<DC>;
+    int e = 0;
+    if (std::isfinite(rstd) && rstd > 0) e = std::ilogb(rstd);
+    constexpr double kRoom = static_cast<double>(std::numeric_limits<C>::max()) / 4;
+    if (std::abs(mean) > 0 && std::isfinite(mean)) e = std::min(e, std::ilogb(kRoom / std::abs(mean)));
+    const double scale = std::ldexp(1.0, e);
+    s = hn::Set(dc, static_cast<C>(scale));
+    ms = hn::Set(dc, static_cast<C>(mean * scale));
+    rs = hn::Set(dc, static_cast<C>(rstd / scale));
+  }
+  HWY_INLINE hn::Vec<DC> operator()(hn::Vec<DC> x) const { return hn::Mul(hn::MulSub(x, s, ms), rs); }
+};
+
 // Pass A over one chunk. Two accumulators for each of the two sums: four
 // independent FMA/add chains, enough to cover the 4-cycle FMA latency.
 // kParams: also accumulate dy·x̂ into pdw and dy into pdb (both padded to a
 // whole number of vectors).
 template <bool kParams, class DC, class TD, class TI, class TW>
 HWY_INLINE void ChunkA(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
-                       std::size_t n, hn::Vec<DC> M, hn::Vec<DC> R, hn::Vec<DC> Off,
+                       std::size_t n, const XhatMap<DC>& xhat_of, hn::Vec<DC> Off,
                        hn::TFromD<DC>* HWY_RESTRICT pdw, hn::TFromD<DC>* HWY_RESTRICT pdb, RowSums& sums) {
   const std::size_t N = hn::Lanes(dc);
   auto g0 = hn::Zero(dc), g1 = hn::Zero(dc), gx0 = hn::Zero(dc), gx1 = hn::Zero(dc);
   auto step = [&](auto dyv, auto xv, auto wv, std::size_t i, auto& gacc, auto& gxacc) HWY_ATTR {
-    const auto xhat = hn::Mul(hn::Sub(xv, M), R);
+    const auto xhat = xhat_of(xv);
     const auto g = hn::Mul(hn::Add(wv, Off), dyv);
     gacc = hn::Add(gacc, g);
     gxacc = hn::MulAdd(g, xhat, gxacc);
@@ -84,7 +110,7 @@ HWY_INLINE void ChunkA(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT 
     const auto xv = LoadTail(dc, x + i, k);
     const auto mask = hn::FirstN(dc, k);
     const auto dyv = LoadTail(dc, dy + i, k);
-    const auto xhat = hn::IfThenElseZero(mask, hn::Mul(hn::Sub(xv, M), R));
+    const auto xhat = hn::IfThenElseZero(mask, xhat_of(xv));
     const auto g = hn::Mul(hn::Add(LoadTail(dc, w + i, k), Off), dyv);
     g1 = hn::Add(g1, g);
     gx1 = hn::MulAdd(g, xhat, gx1);
@@ -118,18 +144,18 @@ struct PassBOpts {
 // (in-place): every vector is loaded before the same one is stored.
 template <bool kDhOut, class DC, class TD, class TI, class TW>
 HWY_INLINE void RowB(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w, const TI* dh_out, TI* dx,
-                     std::size_t D, hn::Vec<DC> M, hn::Vec<DC> R, hn::Vec<DC> Off, hn::Vec<DC> MG,
+                     std::size_t D, const XhatMap<DC>& xhat_of, hn::Vec<DC> R, hn::Vec<DC> Off, hn::Vec<DC> MG,
                      hn::Vec<DC> MGX, const PassBOpts& opts) {
   const std::size_t N = hn::Lanes(dc);
   auto one = [&](std::size_t i) HWY_ATTR {
-    const auto xhat = hn::Mul(hn::Sub(LoadAs(dc, x + i), M), R);
+    const auto xhat = xhat_of(LoadAs(dc, x + i));
     const auto g = hn::Mul(hn::Add(LoadAs(dc, w + i), Off), LoadAs(dc, dy + i));
     auto v = hn::Mul(hn::NegMulAdd(xhat, MGX, hn::Sub(g, MG)), R);
     if constexpr (kDhOut) v = hn::Add(v, LoadAs(dc, dh_out + i));
     return v;
   };
   auto partial = [&](std::size_t i, std::size_t k) HWY_ATTR {  // the k < N elements at i
-    const auto xhat = hn::Mul(hn::Sub(LoadTail(dc, x + i, k), M), R);
+    const auto xhat = xhat_of(LoadTail(dc, x + i, k));
     const auto g = hn::Mul(hn::Add(LoadTail(dc, w + i, k), Off), LoadTail(dc, dy + i, k));
     auto v = hn::Mul(hn::NegMulAdd(xhat, MGX, hn::Sub(g, MG)), R);
     if constexpr (kDhOut) v = hn::Add(v, LoadTail(dc, dh_out + i, k));
@@ -192,18 +218,19 @@ void BackwardRowsT(const BackwardArgs& a, std::int64_t begin, std::int64_t end, 
     const bool last = row + 1 == end;
     opts.next_dy = last ? nullptr : reinterpret_cast<const char*>(dy + a.dy_stride);
     opts.next_x = last ? nullptr : reinterpret_cast<const char*>(x + a.xin_stride);
-    const auto M = hn::Set(dc, mean ? mean[row] : C{0});
+    const XhatMap<hn::ScalableTag<C>> xhat_of(dc, mean ? static_cast<double>(mean[row]) : 0.0,
+                                        static_cast<double>(rstd[row]));
     const auto R = hn::Set(dc, rstd[row]);
     RowSums sums;
     for (std::size_t off = 0; off < D; off += kChunk)
-      ChunkA<kParams>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), M, R, Off,
+      ChunkA<kParams>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
                       kParams ? pdw + off : nullptr, kParams ? pdb + off : nullptr, sums);
     const auto MG = hn::Set(dc, mean ? static_cast<C>(sums.g / Dd) : C{0});
     const auto MGX = hn::Set(dc, static_cast<C>(sums.gx / Dd));
     if (a.dh_out)
-      RowB<true>(dc, dy, x, w, RowPtr<TI>(a.dh_out, a.dh_out_stride, row), dx, D, M, R, Off, MG, MGX, opts);
+      RowB<true>(dc, dy, x, w, RowPtr<TI>(a.dh_out, a.dh_out_stride, row), dx, D, xhat_of, R, Off, MG, MGX, opts);
     else
-      RowB<false>(dc, dy, x, w, static_cast<const TI*>(nullptr), dx, D, M, R, Off, MG, MGX, opts);
+      RowB<false>(dc, dy, x, w, static_cast<const TI*>(nullptr), dx, D, xhat_of, R, Off, MG, MGX, opts);
   }
   if (stream) hwy::FlushStream();  // order the non-temporal stores before the join
 }
