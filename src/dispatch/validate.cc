@@ -19,6 +19,14 @@ namespace {
 
 std::string num(std::int64_t v) { return std::to_string(v); }
 
+// rows·cols for a message; a shape whose product overflows (a garbage view
+// the user passed) is shown as its factors rather than computed.
+std::string elements(std::int64_t rows, std::int64_t cols) {
+  std::int64_t n = 0;
+  if (__builtin_mul_overflow(rows, cols, &n)) return num(rows) + " x " + num(cols);
+  return num(n);
+}
+
 std::string dtype_list(std::initializer_list<DType> ts) {
   std::string s;
   for (DType t : ts) {
@@ -91,7 +99,7 @@ void Validator::structure(const Arg& a) const {
   if (a.rows < 0 || a.cols < 0)
     fail(fn_, a.name, "has negative shape (" + num(a.rows) + ", " + num(a.cols) + ")");
   if (a.data == nullptr && a.rows > 0 && a.cols > 0)
-    fail(fn_, a.name, "has a null data pointer but " + num(a.rows * a.cols) + " elements");
+    fail(fn_, a.name, "has a null data pointer but " + elements(a.rows, a.cols) + " elements");
   if (a.rows > 1 && a.row_stride < a.cols)
     fail(fn_, a.name, "has row_stride " + num(a.row_stride) + ", expected >= D = " + num(a.cols));
 }

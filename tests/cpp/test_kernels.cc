@@ -300,6 +300,37 @@ TEST_P(Kernels, BackwardEveryDtypeAndWidth) {
   }
 }
 
+// Outputs of kStreamMinBytes or more are written with non-temporal stores,
+// after peeling to an aligned address: rows here start unaligned (strides
+// D + 2, D + 3) and end in a partial vector.
+TEST_P(Kernels, LargeOutputsWithStreamingStores) {
+  std::mt19937_64 rng(10);
+  const std::int64_t D = 4097;
+  for (const Case& c : {Case{Op::layer, DType::f32, DType::f32, Affine::both},
+                        Case{Op::rms, DType::bf16, DType::f32, Affine::offset},
+                        Case{Op::layer, DType::f16, DType::f16, Affine::bias}}) {
+    const std::int64_t rows = detail::kStreamMinBytes / (D * static_cast<std::int64_t>(dtype_size(c.x))) + 1;
+    ForwardArgs f;
+    f.rows = rows;
+    f.D = D;
+    f.x_dtype = c.x;
+    f.x = &f;  // any two distinct addresses: not in place
+    f.y = &rng;
+    ASSERT_TRUE(detail::forward_streams(f));
+    f.y = &f;
+    ASSERT_FALSE(detail::forward_streams(f)) << "in place never streams";
+    check_forward(c, std::nullopt, rows, D, false, rng);
+    BackwardArgs b;
+    b.rows = rows;
+    b.D = D;
+    b.xin_dtype = c.x;
+    b.dy = &f;
+    b.dx = &rng;
+    ASSERT_TRUE(detail::backward_streams(b));
+    check_backward(c, c.x, false, rows, D, false, rng);
+  }
+}
+
 // Conversions, bit for bit. f32 -> f16/bf16: a LayerNorm of constant rows
 // has x̂ = 0 exactly, so y = 0·1 + bias is the f32 bias rounded to y's
 // dtype. f16/bf16 -> f32: the fused op with an f32 stream and residual −0

@@ -65,6 +65,12 @@ inline double half_min_subnormal(DType t) {
   return 0.0;
 }
 
+// Smallest positive normal value λ of the arithmetic used for activations of
+// dtype x. Below λ a rounding error is absolute, at most u·λ (half the
+// subnormal spacing), not relative: a statistic of subnormal values is off
+// by up to growth·u·λ however small the values are.
+inline double accum_smallest_normal(DType x) { return x == DType::f64 ? 0x1p-1022 : 0x1p-126; }
+
 // The growth factor of an accumulated quantity over n terms.
 inline double growth(std::int64_t n) { return 4.0 * (std::sqrt(static_cast<double>(n)) + 2.0); }
 
@@ -84,10 +90,12 @@ struct Scales {
   std::vector<double> dbias;    // (D)
 };
 
-// xhat and rstd from the oracle's statistics; layer: LayerNorm (centred).
+// xhat and rstd from the oracle's statistics; layer: LayerNorm (centred);
+// x_dtype: the activations' dtype, whose arithmetic's λ bounds the
+// statistics' absolute error for subnormal rows (f32 for data that has none).
 inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy, std::int64_t rows,
                      std::int64_t D, const std::vector<double>& gain, const std::vector<double>& bias,
-                     const reference::Forward& ref, bool layer) {
+                     const reference::Forward& ref, bool layer, DType x_dtype = DType::f32) {
   Scales s{std::vector<double>(x.size()), std::vector<double>(x.size()), std::vector<double>(D, 0.0),
            std::vector<double>(D, 0.0)};
   std::vector<double> xhat(D);
@@ -98,7 +106,9 @@ inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy
     double mean_abs = 0;
     for (std::int64_t j = 0; j < D; ++j) mean_abs += std::abs(xr[j]);
     mean_abs /= static_cast<double>(D);
-    const double shift_err = rstd * mean_abs;  // absolute error in x̂ from the statistics
+    // Absolute error in x̂ from the statistics, per growth·u: the mean's
+    // error relative to mean|x|, floored at λ for rows of subnormals.
+    const double shift_err = rstd * (mean_abs + accum_smallest_normal(x_dtype));
     for (std::int64_t j = 0; j < D; ++j) {
       xhat[j] = (xr[j] - mu) * rstd;
       s.y[r * D + j] = std::abs(gain[j]) * (std::abs(xhat[j]) + shift_err) + std::abs(bias[j]);
@@ -119,6 +129,34 @@ inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy
       const double g = std::abs(gain[j] * dyr[j]);
       s.dx[r * D + j] = rstd * (g + mean_g + (std::abs(xhat[j]) + shift_err) * mean_gx);
     }
+  }
+  return s;
+}
+
+// Per-row budget scales of the statistics, for the budget's growth·u term:
+//   mean: mean|x| + λ (the same error as in x̂'s shift, before rstd);
+//   rstd: rstd·(1 + growth·u·s²), s = rstd·(mean|x| + λ). The first term is
+//         the relative error of the sum of squares and the root; the second
+//         is the two-pass variance's one extra term: the mean's error δ ≤
+//         growth·u·mean|x| enters the variance squared, a relative error
+//         (δ·rstd)² = (growth·u·s)² = growth·u·(growth·u·s²). It is negligible
+//         for a well-scaled row (s ≈ 1); for a row with a large common offset
+//         it is what f32 allows, while a one-pass E[x²] − mean² variance
+//         (error growth·u·s²) is far past it.
+struct StatScales {
+  std::vector<double> mean, rstd;  // (rows)
+};
+
+inline StatScales stat_scales(const std::vector<double>& x, std::int64_t rows, std::int64_t D,
+                              const reference::Forward& ref, DType x_dtype) {
+  StatScales s{std::vector<double>(rows, 0.0), std::vector<double>(rows, 0.0)};
+  const double gu = growth(D) * accum_roundoff(x_dtype);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double mean_abs = 0;
+    for (std::int64_t j = 0; j < D; ++j) mean_abs += std::abs(x[r * D + j]);
+    s.mean[r] = mean_abs / static_cast<double>(D) + accum_smallest_normal(x_dtype);
+    const double shift = ref.rstd[r] * s.mean[r];
+    s.rstd[r] = ref.rstd[r] * (1.0 + gu * shift * shift);
   }
   return s;
 }
