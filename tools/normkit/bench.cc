@@ -420,7 +420,8 @@ std::string bytes_text(std::int64_t bytes) {
 void print_ceilings(std::FILE* out, const Ceilings& c, const Caches& caches) {
   std::fprintf(out,
                "\nceilings measured in this run (copy: (read + written bytes) / time of the faster "
-               "of memcpy and a vector loop; read: a SIMD sum; best of `times` measurements)\n");
+               "of memcpy and vector loops with ordinary or streaming stores; read: a SIMD sum; best of "
+               "`times` measurements)\n");
   std::fprintf(out, "%12s %6s %12s %4s | %9s %-7s %9s %5s\n", "working set", "sets", "footprint",
                "thr", "copy GB/s", "by", "read GB/s", "times");
   for (const auto& [key, e] : c.all()) {

@@ -205,21 +205,24 @@ Ceiling Ceilings::measure(std::int64_t ws, std::int64_t sets, int threads) {
   fill(base, stride * sets);
   const std::int64_t half = ws / 2;
 
-  const auto copy_with = [&](bool use_memcpy) {
+  enum class Method { memcpy, vector, stream };
+  const auto copy_with = [&](Method m) {
     return time_calls(
         [&](std::int64_t i) {
           std::byte* set = base + (i % sets) * stride;
           on_threads(threads, [&](int t, int k) {
             const auto [b, e] = part(half, t, k);
-            if (use_memcpy)
-              std::memcpy(set + half + b, set + b, static_cast<std::size_t>(e - b));
-            else
-              vector_copy(set + half + b, set + b, static_cast<std::size_t>(e - b));
+            const auto n = static_cast<std::size_t>(e - b);
+            if (m == Method::memcpy) std::memcpy(set + half + b, set + b, n);
+            if (m == Method::vector) vector_copy(set + half + b, set + b, n);
+            if (m == Method::stream) stream_copy(set + half + b, set + b, n);
           });
         },
         cfg_);
   };
-  const Timing by_memcpy = copy_with(true), by_vector = copy_with(false);
+  const std::pair<const char*, Timing> copies[] = {{"memcpy", copy_with(Method::memcpy)},
+                                                   {"vector", copy_with(Method::vector)},
+                                                   {"stream", copy_with(Method::stream)}};
 
   std::atomic<std::uint64_t> sink{0};
   const Timing read = time_calls(
@@ -233,9 +236,11 @@ Ceiling Ceilings::measure(std::int64_t ws, std::int64_t sets, int threads) {
       cfg_);
 
   Ceiling c;
-  const bool memcpy_wins = by_memcpy.median_s <= by_vector.median_s;
-  c.copy_median_s = memcpy_wins ? by_memcpy.median_s : by_vector.median_s;
-  c.copy_method = memcpy_wins ? "memcpy" : "vector";
+  const auto& fastest = *std::min_element(std::begin(copies), std::end(copies), [](const auto& a, const auto& b) {
+    return a.second.median_s < b.second.median_s;
+  });
+  c.copy_median_s = fastest.second.median_s;
+  c.copy_method = fastest.first;
   c.copy_gbps = static_cast<double>(2 * half) / c.copy_median_s / 1e9;
   c.read_gbps = static_cast<double>(ws) / read.median_s / 1e9;
   return c;

@@ -58,7 +58,7 @@ std::string residence(std::int64_t bytes, const Caches& c);
 struct Ceiling {
   double copy_gbps = 0;      // (read + written bytes) / time of the better copy loop
   double read_gbps = 0;      // read bytes / time of the read loop
-  std::string copy_method;   // "memcpy" or "vector" (whichever was faster)
+  std::string copy_method;   // "memcpy", "vector" or "stream" (whichever was faster)
   double copy_median_s = 0;  // time of one copy of the whole working set
 };
 
@@ -66,8 +66,9 @@ struct Ceiling {
 // op's working set, rotated over as many sets as the op's buffers are and
 // split among the same threads, so the ceiling sees the same caches the op
 // does. Copy: each set is half source, half destination, one copy per call;
-// each thread copies its own contiguous part with memcpy and with a vector
-// loop (the faster counts). Read: each thread sums its part of the set.
+// each thread copies its own contiguous part with memcpy, with a vector loop
+// of ordinary stores and with one of non-temporal stores (the fastest
+// counts: the kernels stream large outputs, so streaming is within reach). Read: each thread sums its part of the set.
 //
 // Other processes share the machine, so one measurement can land in a busy
 // moment. A ceiling is the most the machine does, so each is measured again
