@@ -161,8 +161,8 @@ void apply_mode(Options& o, std::string_view mode) {
     o.elements = std::int64_t{1} << 20;
     o.rotate_bytes = std::int64_t{512} << 20;
     o.timing.min_seconds = 0.02;
-    o.timing.min_samples = 11;
-    o.timing.max_seconds = 0.2;
+    o.timing.min_samples = 9;
+    o.timing.max_seconds = 0.1;
     o.timing.max_samples = 201;
   } else if (mode == "--smoke") {
     o.widths = {96, 256};
