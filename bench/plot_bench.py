@@ -40,10 +40,12 @@ def load(path):
     return records
 
 
-def plot(records, size_class, out, title):
+def plot(records, size_class, threads, out, title):
     series = defaultdict(list)  # (op, impl, dtype, threads) -> [(D, pct)]
     for r in records:
         if r["size_class"] != size_class or r["impl"] == "ceiling":
+            continue
+        if threads and r["threads"] not in threads:
             continue
         series[(r["op"], r["impl"], r["dtype"], r["threads"])].append((r["D"], r["pct_of_ceiling"]))
     if not series:
@@ -94,13 +96,18 @@ def main():
     ap.add_argument("-o", "--output", default="bench.png", help="PNG to write [bench.png]")
     ap.add_argument("--size-class", default="dram", choices=["dram", "cache", "row"],
                     help="which size class to plot [dram]")
+    ap.add_argument("--threads", default="", help="comma-separated thread counts to plot [all]")
     args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",") if t]
     titles = {
         "dram": "normkit bench: % of the copy/read ceiling, buffers rotated beyond cache",
         "cache": "normkit bench: % of the copy/read ceiling, cache-resident",
         "row": "normkit bench: % of the copy/read ceiling, one row",
     }
-    plot(load(args.json), args.size_class, args.output, titles[args.size_class])
+    title = titles[args.size_class]
+    if threads:
+        title += f" ({', '.join(map(str, threads))} thread{'s' if threads != [1] else ''})"
+    plot(load(args.json), args.size_class, threads, args.output, title)
 
 
 if __name__ == "__main__":

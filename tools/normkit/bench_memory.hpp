@@ -58,35 +58,57 @@ std::string residence(std::int64_t bytes, const Caches& c);
 struct Ceiling {
   double copy_gbps = 0;      // (read + written bytes) / time of the better copy loop
   double read_gbps = 0;      // read bytes / time of the read loop
-  std::string copy_method;   // "memcpy" or "vector" (whichever was faster)
+  std::string copy_method;   // "memcpy", "vector" or "stream" (whichever was faster)
   double copy_median_s = 0;  // time of one copy of the whole working set
 };
 
-// Measures and remembers the machine's copy and read bandwidth for buffers
-// the size of an op's working set, rotated over as many sets as the op's
-// buffers are and split among the same threads, so the ceiling sees the same
-// caches the op does. Copy: each set is half source, half destination, one
-// copy per call; each thread copies its own contiguous part with memcpy and
-// with a vector loop (the faster counts). Read: each thread sums its part of
-// the whole set. A ceiling for t threads is the best of 1..t threads: a
-// ceiling is the most the machine can do, and a small copy is faster on one
-// thread than split.
+// Measures the machine's copy and read bandwidth for buffers the size of an
+// op's working set, rotated over as many sets as the op's buffers are and
+// split among the same threads, so the ceiling sees the same caches the op
+// does. Copy: each set is half source, half destination, one copy per call;
+// each thread copies its own contiguous part with memcpy, with a vector loop
+// of ordinary stores and with one of non-temporal stores (the fastest
+// counts: the kernels stream large outputs, so streaming is within reach). Read: each thread sums its part of the set.
+//
+// Other processes share the machine, so one measurement can land in a busy
+// moment. A ceiling is the most the machine does, so each is measured again
+// whenever it is asked for and its last measurement is older than
+// `refresh_seconds`, and the best figures seen in the whole run are kept;
+// percentages of the ceiling are computed from those at the end of the run.
+// The ceiling for t threads is the best of 1..t threads (a small copy is
+// faster on one thread than split).
 class Ceilings {
  public:
-  Ceilings(Arena& arena, TimingConfig cfg) : arena_(arena), cfg_(cfg) {}
-  const Ceiling& at(std::int64_t working_set, std::int64_t sets, int threads);
+  Ceilings(Arena& arena, TimingConfig cfg, double refresh_seconds)
+      : arena_(arena), cfg_(cfg), refresh_seconds_(refresh_seconds) {}
+
+  // Measures the ceilings of 1..threads threads at this size and set count
+  // unless each was measured less than refresh_seconds ago.
+  void refresh(std::int64_t working_set, std::int64_t sets, int threads);
+
+  // The best figures seen so far at this size and set count, up to `threads`
+  // threads. refresh() must have been called for them.
+  Ceiling best(std::int64_t working_set, std::int64_t sets, int threads) const;
 
   // How many measurements have run (each overwrites part of the arena).
   int measurements() const { return measurements_; }
 
-  // Every measurement taken, for the report: (working set, sets, threads).
-  const std::map<std::tuple<std::int64_t, std::int64_t, int>, Ceiling>& all() const { return done_; }
+  // (bucketed working set, sets, threads) -> best figures of exactly that
+  // many threads, and how many times they were measured.
+  struct Entry {
+    Ceiling best;
+    int times = 0;
+    double last = 0;  // seconds since the start of the run
+  };
+  using Key = std::tuple<std::int64_t, std::int64_t, int>;
+  const std::map<Key, Entry>& all() const { return done_; }
 
  private:
   Ceiling measure(std::int64_t working_set, std::int64_t sets, int threads);
   Arena& arena_;
   TimingConfig cfg_;
-  std::map<std::tuple<std::int64_t, std::int64_t, int>, Ceiling> done_;
+  double refresh_seconds_;
+  std::map<Key, Entry> done_;
   int measurements_ = 0;
 };
 

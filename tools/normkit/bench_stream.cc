@@ -1,5 +1,7 @@
 #include "bench_stream.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
@@ -8,6 +10,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "bench_stream.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -55,6 +58,26 @@ void VectorCopy(std::byte* dst, const std::byte* src, std::size_t bytes) {
     hn::StoreU(v3, d, o + i + 3 * N);
   }
   if (i < bytes) std::memcpy(o + i, s + i, bytes - i);
+}
+
+void StreamCopy(std::byte* dst, const std::byte* src, std::size_t bytes) {
+  const hn::ScalableTag<std::uint8_t> d;
+  const std::size_t N = hn::Lanes(d);
+  auto* o = reinterpret_cast<std::uint8_t*>(dst);
+  const auto* s = reinterpret_cast<const std::uint8_t*>(src);
+  // Non-temporal stores need aligned destinations: copy up to the first.
+  std::size_t i = std::min(bytes, (N - reinterpret_cast<std::uintptr_t>(o) % N) % N);
+  std::memcpy(o, s, i);
+  for (; i + 4 * N <= bytes; i += 4 * N) {
+    const auto v0 = hn::LoadU(d, s + i), v1 = hn::LoadU(d, s + i + N);
+    const auto v2 = hn::LoadU(d, s + i + 2 * N), v3 = hn::LoadU(d, s + i + 3 * N);
+    hn::Stream(v0, d, o + i);
+    hn::Stream(v1, d, o + i + N);
+    hn::Stream(v2, d, o + i + 2 * N);
+    hn::Stream(v3, d, o + i + 3 * N);
+  }
+  if (i < bytes) std::memcpy(o + i, s + i, bytes - i);
+  hwy::FlushStream();
 }
 
 // bf16 <-> f32 by bit shifts: bf16 is the top half of an f32. Rounding to
@@ -135,6 +158,7 @@ namespace normkit::bench {
 
 HWY_EXPORT(ReadSum);
 HWY_EXPORT(VectorCopy);
+HWY_EXPORT(StreamCopy);
 HWY_EXPORT(Add);
 
 std::uint64_t read_sum(const std::byte* p, std::size_t bytes) {
@@ -143,6 +167,10 @@ std::uint64_t read_sum(const std::byte* p, std::size_t bytes) {
 
 void vector_copy(std::byte* dst, const std::byte* src, std::size_t bytes) {
   HWY_DYNAMIC_DISPATCH(VectorCopy)(dst, src, bytes);
+}
+
+void stream_copy(std::byte* dst, const std::byte* src, std::size_t bytes) {
+  HWY_DYNAMIC_DISPATCH(StreamCopy)(dst, src, bytes);
 }
 
 void add(DType t, const void* a, const void* b, void* out, std::size_t n) {

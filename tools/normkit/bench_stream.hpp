@@ -23,6 +23,11 @@ std::uint64_t read_sum(const std::byte* p, std::size_t bytes);
 // stores (not streaming stores: the kernels do not use them either).
 void vector_copy(std::byte* dst, const std::byte* src, std::size_t bytes);
 
+// The same with non-temporal (streaming) stores, which write to memory
+// without first reading the destination line into the cache; the normkit
+// kernels write large outputs this way, so a copy ceiling must too.
+void stream_copy(std::byte* dst, const std::byte* src, std::size_t bytes);
+
 // out[i] = a[i] + b[i] for n elements of dtype t (f32, bf16 or f16), added
 // in f32 and rounded to nearest even: the elementwise add a user calls
 // before a separate norm.
