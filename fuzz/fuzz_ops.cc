@@ -17,7 +17,7 @@
 // Input layout (bytes past the end read as 0), see fuzz/make_corpus.py:
 //   0 op           1 rows        2 D           3 x dtype      4 presence flags
 //   5 extra flags  6 eps         7 w. offset   8 stride pads  9 broken arg
-//   10 how broken  11 alias out  12 alias into 13 alias offset 14 threads
+//   10 how broken  11 alias out  12 alias into 13 alias offset 14 threads, SIMD target
 //   15 value class 16-23 value seed
 //   then 3-byte special-value injections: (argument, element, kind) …
 #include <cmath>
@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "buffers.hpp"
+#include "cpu/introspect.hpp"
 #include "normkit/normkit.hpp"
 #include "reference.hpp"
 #include "tolerance.hpp"
@@ -154,8 +155,8 @@ Call decode(Bytes& in) {
   const std::uint8_t db = in.u8();
   static const std::int64_t wide[] = {0, 1, 127, 128, 129, 255, 256, 257, 1000, 4097};
   c.D = db < 200 ? db % 66 : wide[db % 10];
-  const std::uint8_t tb = in.u8();
-  c.act = static_cast<DType>(tb % 8 < 6 ? tb % 4 : 4 + tb % 200);  // mostly valid, sometimes not
+  const std::uint8_t xb = in.u8();
+  c.act = static_cast<DType>(xb % 8 < 6 ? xb % 4 : 4 + xb % 200);  // mostly valid, sometimes not
   const std::uint8_t pres = in.u8(), extra = in.u8();
   c.eps = pick_double(in, {1e-5, 1e-6, 0.0, 1.0, 1e-12, 1e10, -0.0, 0x1p-1074, -1e-5,
                            std::numeric_limits<double>::quiet_NaN(), INFINITY, -INFINITY, 1e-300, 0.5});
@@ -295,7 +296,13 @@ Call decode(Bytes& in) {
       }
     }
   }
-  nk::set_num_threads(in.u8() % 4);
+  // Thread count (low 2 bits) and the SIMD target the kernels dispatch to
+  // (the rest): every target compiled in and supported here gets fuzzed,
+  // not only the best one.
+  const std::uint8_t tb = in.u8();
+  nk::set_num_threads(tb % 4);
+  static const std::vector<std::int64_t> targets = nk::detail::cpu_targets();
+  nk::detail::force_cpu_target(targets.empty() ? 0 : targets[(tb / 4) % targets.size()]);
 
   // Values.
   const std::uint8_t cls = in.u8();
