@@ -63,6 +63,13 @@ class Bytes {
 
 std::string g_call;  // the call being checked, for the report
 
+// A double for a report: all significant digits, any magnitude.
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "normkit_fuzz: %s\n  call: %s\n", what.c_str(), g_call.c_str());
   std::fflush(stderr);
@@ -108,12 +115,23 @@ std::size_t span_bytes(const Arg& a) {
   return static_cast<std::size_t>((a.rows - 1) * a.stride + a.cols) * esize(a.dtype);
 }
 
+// NORMKIT_FUZZ_AVOID_KNOWN=1 keeps f32 and bf16 values below a quarter of
+// f32's largest value, to look past the open bugs of docs/numerics.md §7
+// (both need |x − mean| or Σx beyond f32's range) in a long run. Unset, the
+// harness holds the library to the whole contract.
+bool avoid_known() {
+  static const bool on = std::getenv("NORMKIT_FUZZ_AVOID_KNOWN") != nullptr;
+  return on;
+}
+
+// The largest finite value generated for dtype t.
 double largest(DType t) {
+  const double f32_max = avoid_known() ? std::numeric_limits<float>::max() / 4 : std::numeric_limits<float>::max();
   switch (t) {
     case DType::f64: return std::numeric_limits<double>::max();
-    case DType::f32: return std::numeric_limits<float>::max();
+    case DType::f32: return f32_max;
     case DType::f16: return 65504.0;
-    case DType::bf16: return 3.3895313892515355e38;
+    case DType::bf16: return avoid_known() ? 0x1.fep125 : 3.3895313892515355e38;
   }
   return 0;
 }
@@ -391,7 +409,7 @@ std::string describe(const Call& c) {
   static const char* slot[] = {"x", "residual", "dy", "dh_out", "weight", "bias", "mean", "rstd",
                                "y", "h", "dx", "dweight", "dbias"};
   std::string s = std::string(op_name(c.op)) + " rows=" + std::to_string(c.rows) + " D=" + std::to_string(c.D) +
-                  " eps=" + std::to_string(c.eps) + " offset=" + std::to_string(c.offset) +
+                  " eps=" + num(c.eps) + " offset=" + num(c.offset) +
                   (c.stats_garbage ? " garbage-stats" : "");
   for (int k = 0; k < kSlots; ++k) {
     const Arg& a = c.a[k];
@@ -402,11 +420,11 @@ std::string describe(const Call& c) {
          (a.null_data ? " null" : "") + (a.device != nk::Device::cpu ? " cuda" : "") + " buffer " +
          std::to_string(a.arena) + " +" + std::to_string(a.offset);
     if (a.arena >= 0 && a.present && !a.null_data && valid_dtype(a.dtype) && a.rows > 0 && a.cols > 0 && a.rows <= 8 &&
-        a.cols <= 16 && a.stride <= 64) {
+        a.cols <= (std::getenv("NORMKIT_FUZZ_VERBOSE") ? 4096 : 16) && a.stride <= 4096) {
       s += " [";
       for (std::int64_t r = 0; r < a.rows; ++r)
         for (std::int64_t j = 0; j < a.cols; ++j)
-          s += std::to_string(nk::reference::load(c.arenas[a.arena].data() + a.offset, a.dtype, r * a.stride + j)) +
+          s += num(nk::reference::load(c.arenas[a.arena].data() + a.offset, a.dtype, r * a.stride + j)) +
                (j + 1 < a.cols ? " " : r + 1 < a.rows ? " | " : "");
       s += "]";
     }
@@ -535,24 +553,29 @@ double as_stored(double v, DType t) {
 void compare(const char* what, const std::vector<double>& got, std::vector<double> ref, std::vector<double> scale,
              DType out, DType acc, double g, bool statistic, const std::vector<bool>* row_checked = nullptr,
              std::int64_t D = 1) {
-  const double limit = largest(acc == DType::f64 ? DType::f64 : DType::f32) / 64;
+  const double limit =
+      (acc == DType::f64 ? std::numeric_limits<double>::max() : double{std::numeric_limits<float>::max()}) / 64;
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (row_checked && !(*row_checked)[i / static_cast<std::size_t>(D)]) continue;
     // Beyond the arithmetic's range the intermediate may honestly overflow.
     if (std::isfinite(scale[i]) && std::abs(scale[i]) > limit) continue;
+    // An exact result beyond the output dtype's range comes back non-finite
+    // (Inf when rounded directly, NaN if an intermediate Inf met another).
+    const bool overflowed = std::isfinite(ref[i]) && std::isinf(as_stored(ref[i], out));
     ref[i] = as_stored(ref[i], out);
-    const bool ok_class = std::isfinite(ref[i])  ? std::isfinite(got[i])
+    const bool ok_class = overflowed             ? !std::isfinite(got[i])
+                          : std::isfinite(ref[i]) ? std::isfinite(got[i])
                           : statistic            ? !std::isfinite(got[i])
                           : std::isnan(ref[i])   ? std::isnan(got[i])
                                                  : got[i] == ref[i];
     if (!ok_class)
-      die(std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(got[i]) + ", reference " +
-          std::to_string(ref[i]));
+      die(std::string(what) + "[" + std::to_string(i) + "] = " + num(got[i]) + ", reference " +
+          num(ref[i]));
     if (!std::isfinite(ref[i]) || !std::isfinite(scale[i])) continue;
     const double b = nk::test::budget(out, acc, g, ref[i], scale[i]);
     if (!(std::abs(got[i] - ref[i]) <= b))
-      die(std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(got[i]) + ", reference " +
-          std::to_string(ref[i]) + ", budget " + std::to_string(b));
+      die(std::string(what) + "[" + std::to_string(i) + "] = " + num(got[i]) + ", reference " +
+          num(ref[i]) + ", budget " + num(b));
   }
 }
 
@@ -567,6 +590,30 @@ void check_values(const Call& c, const Arenas& before) {
     for (double& g : gain) g += c.offset;
   const std::vector<double> shift = nk::reference::to_double(b, D, 0.0);
   const DType act = c.act;
+  // Rows the oracle can judge: its arithmetic is double, so f64 rows with
+  // |x| beyond ~1e154/√D overflow its own squares, and rows below ~1e-154
+  // underflow them (which matters when eps does not dominate). The kernels
+  // rescale such rows; the oracle does not. Those rows are not value-checked.
+  const double eps_used = is_bwd(c.op) ? (std::isfinite(c.eps) && c.eps >= 0 ? c.eps : 1e-5) : c.eps;
+  auto judgeable = [&](const std::vector<double>& xin) {
+    std::vector<bool> ok(static_cast<std::size_t>(rows), true);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double amax = 0, amin = INFINITY;
+      for (std::int64_t j = 0; j < D; ++j) {
+        const double v = xin[static_cast<std::size_t>(r * D + j)];
+        amax = std::max(amax, std::abs(v));
+        amin = std::min(amin, std::abs(v));
+      }
+      if (act == DType::f64 && (amax > 1e150 || (amax < 1e-145 && eps_used < 1e-250))) ok[r] = false;
+      // The open bug of docs/numerics.md §7: a LayerNorm row of one value
+      // that the kernel rescales (its sum overflows, or f64 with eps·scale²
+      // underflowing) gives NaN instead of the bias.
+      if (avoid_known() && layer && amax == amin &&
+          (static_cast<double>(D) * amax > 1e37 || (act == DType::f64 && eps_used < 1e-250)))
+        ok[r] = false;
+    }
+    return ok;
+  };
 
   if (!is_bwd(c.op)) {
     // The norm's input: x, or h as the kernel stored it (checked first).
@@ -586,11 +633,13 @@ void check_values(const Call& c, const Arenas& before) {
     const nk::reference::Forward ref =
         layer ? nk::reference::layer_norm(xin_view, w, b, c.eps) : nk::reference::rms_norm(xin_view, w, c.eps, c.offset);
     const nk::test::Scales s = nk::test::scales(xin, nullptr, rows, D, gain, shift, ref, layer, act);
-    compare("y", values(c, Y, after), ref.y, s.y, act, act, growth(D), false);
+    const std::vector<bool> ok = judgeable(xin);
+    compare("y", values(c, Y, after), ref.y, s.y, act, act, growth(D), false, &ok, D);
     const nk::test::StatScales ss = nk::test::stat_scales(xin, rows, D, ref, act);
-    if (c.a[RSTD].present) compare("rstd", values(c, RSTD, after), ref.rstd, ss.rstd, c.a[RSTD].dtype, act, growth(D), true);
+    if (c.a[RSTD].present)
+      compare("rstd", values(c, RSTD, after), ref.rstd, ss.rstd, c.a[RSTD].dtype, act, growth(D), true, &ok, 1);
     if (layer && c.a[MEAN].present)
-      compare("mean", values(c, MEAN, after), ref.mean, ss.mean, c.a[MEAN].dtype, act, growth(D), true);
+      compare("mean", values(c, MEAN, after), ref.mean, ss.mean, c.a[MEAN].dtype, act, growth(D), true, &ok, 1);
     return;
   }
 
@@ -609,6 +658,16 @@ void check_values(const Call& c, const Arenas& before) {
   nk::test::Scales s = nk::test::scales(xin, &dy, rows, D, gain, shift, fref, layer, act);
   // The stored statistics were rounded to their dtype: for f32 an extra
   // relative 2^-24 in rstd and u·|mean| in the mean, both inside one growth·u.
+  // dx is rstd times a sum of terms of size |g·dy|: when those pass the
+  // arithmetic's range before the multiplication by rstd brings them back,
+  // the bound does not apply (huge dy with huge gains); such elements are
+  // skipped like the forward's (scale past the limit).
+  const double range = act == DType::f64 ? std::numeric_limits<double>::max() : double{std::numeric_limits<float>::max()};
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < D; ++j) {
+      double& sc = s.dx[static_cast<std::size_t>(r * D + j)];
+      if (fref.rstd[r] > 0 && sc / fref.rstd[r] > range / 64) sc = std::numeric_limits<double>::max();
+    }
   if (is_fused(c.op) && c.a[DHOUT].present) {
     const std::vector<double> dho = values(c, DHOUT, before);
     for (std::size_t i = 0; i < dho.size(); ++i) {
@@ -618,10 +677,10 @@ void check_values(const Call& c, const Arenas& before) {
   }
   // Rows whose exact rstd is beyond the stored dtype (eps = 0 on a tiny
   // row) were handed an Inf: not the oracle's statistics, not checked.
-  std::vector<bool> row_ok(static_cast<std::size_t>(rows), true);
+  std::vector<bool> row_ok = judgeable(xin);
   bool all_ok = true;
   for (std::int64_t r = 0; r < rows; ++r) {
-    row_ok[r] = std::isfinite(as_stored(fref.rstd[r], c.a[RSTD].dtype)) || !std::isfinite(fref.rstd[r]);
+    row_ok[r] = row_ok[r] && (std::isfinite(as_stored(fref.rstd[r], c.a[RSTD].dtype)) || !std::isfinite(fref.rstd[r]));
     all_ok = all_ok && row_ok[r];
   }
   compare(is_fused(c.op) ? "dh" : "dx", values(c, DX, after), ref.dx, s.dx, c.a[DX].dtype, act, growth(D), false,

@@ -114,19 +114,24 @@ inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy
       s.y[r * D + j] = std::abs(gain[j]) * (std::abs(xhat[j]) + shift_err) + std::abs(bias[j]);
     }
     if (dy == nullptr) continue;
+    // The gradient's terms (g = gain·dy and the row means of g and g·x̂) are
+    // formed in the same arithmetic, so they carry the same λ floor: for
+    // subnormal dy their errors are absolute, u·λ per operation, and rstd
+    // multiplies them afterwards.
+    const double lambda = accum_smallest_normal(x_dtype);
     const double* dyr = &(*dy)[r * D];
     double mean_g = 0, mean_gx = 0;
     for (std::int64_t j = 0; j < D; ++j) {
       const double g = std::abs(gain[j] * dyr[j]);
       mean_g += g;
       mean_gx += g * (std::abs(xhat[j]) + shift_err);
-      s.dweight[j] += std::abs(dyr[j]) * (std::abs(xhat[j]) + shift_err);
-      s.dbias[j] += std::abs(dyr[j]);
+      s.dweight[j] += std::abs(dyr[j]) * (std::abs(xhat[j]) + shift_err) + lambda;
+      s.dbias[j] += std::abs(dyr[j]) + lambda;
     }
-    mean_g /= static_cast<double>(D);
-    mean_gx /= static_cast<double>(D);
+    mean_g = mean_g / static_cast<double>(D) + lambda;
+    mean_gx = mean_gx / static_cast<double>(D) + lambda;
     for (std::int64_t j = 0; j < D; ++j) {
-      const double g = std::abs(gain[j] * dyr[j]);
+      const double g = std::abs(gain[j] * dyr[j]) + lambda;
       s.dx[r * D + j] = rstd * (g + mean_g + (std::abs(xhat[j]) + shift_err) * mean_gx);
     }
   }
