@@ -254,13 +254,18 @@ TEST(Extremes, WidthOne) {
 // the kernels rescale it (f64 values of 1e19 with eps = 1e-300: eps·scale²
 // underflows).
 TEST(Extremes, ZeroVarianceWithTinyEps) {
-  for (double eps : {1e-300, 4.9406564584124654e-324}) {
-    for (std::int64_t D : {std::int64_t{1}, std::int64_t{3}}) {
-      SCOPED_TRACE("eps=" + sci(eps) + " D=" + std::to_string(D));
-      Buffer x = make(DType::f64, 2, D, [](auto r, auto) { return r == 0 ? 7.8e19 : -2.5; });
-      std::mt19937_64 rng(40);
-      const Case c{Op::layer, DType::f64, DType::f64, Affine::both};
-      expect_forward(c, x, make_params(c, D, rng), eps);
+  for (DType t : {DType::f64, DType::f32}) {
+    // f32: 1e-80 puts 1/√eps (1e40) beyond f32, 1e-60 does not.
+    const std::vector<double> eps_values = t == DType::f64 ? std::vector<double>{1e-300, 4.9406564584124654e-324}
+                                                           : std::vector<double>{1e-60, 1e-80};
+    for (double eps : eps_values) {
+      for (std::int64_t D : {std::int64_t{1}, std::int64_t{3}}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " eps=" + sci(eps) + " D=" + std::to_string(D));
+        Buffer x = make(t, 2, D, [](auto r, auto) { return r == 0 ? 7.8e19 : -2.5; });
+        std::mt19937_64 rng(40);
+        const Case c{Op::layer, t, t, Affine::both};
+        expect_forward(c, x, make_params(c, D, rng), eps);
+      }
     }
   }
 }
