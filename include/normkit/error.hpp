@@ -16,4 +16,12 @@ class Error : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// The subclass thrown when the problem is an argument's dtype (unsupported,
+// or not allowed in combination with another's), so that bindings can map it
+// to their type error (Python: TypeError; other Errors become ValueError).
+class DTypeError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace normkit

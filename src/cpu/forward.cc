@@ -17,6 +17,7 @@
 #define HWY_TARGET_INCLUDE "cpu/forward.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "cpu/vec-inl.hpp"
@@ -45,10 +46,9 @@ namespace {
 // ones spend more time in the scalar Chan merge.
 constexpr std::size_t kChunk = 2048;
 
-// Four independent accumulators per reduction: an FMA has 4 cycles of
-// latency and the loop issues about one per cycle when data is in L1, so
-// four chains keep it from stalling on the previous result. (8 measured no
-// faster; see docs/kernels.md.)
+// Four independent accumulators per reduction: an FMA or add has about 4
+// cycles of latency and the loop can issue about one per cycle when the data
+// is in L1, so four chains keep it from stalling on the previous result.
 constexpr std::size_t kAcc = 4;
 
 // Running (count, mean, M2) of a row, merged chunk by chunk with Chan et
@@ -243,6 +243,24 @@ HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* H
   }
 }
 
+// How the output pass writes y and what it fetches meanwhile. The output
+// pass reads only cached data, so without help the memory system would sit
+// idle during it; instead it prefetches the next row's inputs (into L2), and
+// the next statistics pass finds them there. `stream`: non-temporal stores
+// for outputs too large to stay in cache.
+struct OutputOpts {
+  bool stream = false;
+  const char* next0 = nullptr;  // next row of x (or, fused, of x and residual)
+  std::size_t size0 = 0;        // bytes per element of that row
+  const char* next1 = nullptr;
+  std::size_t size1 = 0;
+
+  HWY_INLINE void prefetch(std::size_t i) const {
+    if (next0) __builtin_prefetch(next0 + i * size0, 0, 2);
+    if (next1) __builtin_prefetch(next1 + i * size1, 0, 2);
+  }
+};
+
 // y = ((x·S − M) − M_lo)·R·(w + off) + b, row re-read from cache. S = 1
 // except for rescued rows (see NormalizeRow). The mean is subtracted in two
 // pieces, M + M_lo = mean to twice the compute precision: x − M is exact for
@@ -252,7 +270,7 @@ HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* H
 template <NormKind K, class DC, class TI, class TY, class TW>
 HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_RESTRICT w,
                           const TW* HWY_RESTRICT b, std::size_t D, hn::TFromD<DC> s, hn::TFromD<DC> m,
-                          hn::TFromD<DC> m_lo, hn::TFromD<DC> r, hn::TFromD<DC> off) {
+                          hn::TFromD<DC> m_lo, hn::TFromD<DC> r, hn::TFromD<DC> off, const OutputOpts& opts) {
   const std::size_t N = hn::Lanes(dc);
   const auto S = hn::Set(dc, s), M = hn::Set(dc, m), Mlo = hn::Set(dc, m_lo), R = hn::Set(dc, r);
   const auto Off = hn::Set(dc, off);
@@ -263,15 +281,29 @@ HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_
   };
   // y may be x itself (in-place): each vector is loaded before it is stored.
   std::size_t i = 0;
-  for (; i + N <= D; i += N) {
-    const auto bv = K == NormKind::layer ? LoadAs(dc, b + i) : hn::Zero(dc);
-    StoreAs(dc, one(LoadAs(dc, x + i), LoadAs(dc, w + i), bv), y + i);
-  }
-  if (i < D) {
-    const std::size_t n = D - i;
+  auto partial = [&](std::size_t n) HWY_ATTR {  // the n < N elements at i
     const auto bv = K == NormKind::layer ? LoadTail(dc, b + i, n) : hn::Zero(dc);
     StoreTail(dc, one(LoadTail(dc, x + i, n), LoadTail(dc, w + i, n), bv), y + i, n);
+  };
+  if (opts.stream) {
+    // Non-temporal stores need aligned addresses: peel up to the first.
+    const std::size_t vec_bytes = N * sizeof(TY);
+    const std::size_t head = std::min(
+        D, ((vec_bytes - reinterpret_cast<std::uintptr_t>(y) % vec_bytes) % vec_bytes) / sizeof(TY));
+    if (head) partial(head);
+    for (i = head; i + N <= D; i += N) {
+      opts.prefetch(i);
+      const auto bv = K == NormKind::layer ? LoadAs(dc, b + i) : hn::Zero(dc);
+      StreamAs(dc, one(LoadAs(dc, x + i), LoadAs(dc, w + i), bv), y + i);
+    }
+  } else {
+    for (; i + N <= D; i += N) {
+      opts.prefetch(i);
+      const auto bv = K == NormKind::layer ? LoadAs(dc, b + i) : hn::Zero(dc);
+      StoreAs(dc, one(LoadAs(dc, x + i), LoadAs(dc, w + i), bv), y + i);
+    }
   }
+  if (i < D) partial(D - i);
 }
 
 // Below this, var + eps may have lost digits to underflow in the squares
@@ -288,7 +320,7 @@ constexpr double kTinyVariance =
 template <NormKind K, class DC, class TI, class TY, class TW>
 HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y, const TW* w, const TW* b,
                              std::size_t D, double eps, double offset, hn::TFromD<DC>* mean_out,
-                             hn::TFromD<DC>* rstd_out) {
+                             hn::TFromD<DC>* rstd_out, const OutputOpts& opts) {
   using C = hn::TFromD<DC>;
   const double Dd = static_cast<double>(D);
   double scale = 1.0;
@@ -322,13 +354,19 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
   const C m = static_cast<C>(mean_s);
   // The rest of the mean: shift − m is exact (Sterbenz) whenever it matters.
   const C m_lo = static_cast<C>((st.shift - static_cast<double>(m)) + st.mean_rel);
-  const C r = static_cast<C>(rstd_s);
+  // rstd_s overflows C only when var_s is exactly 0 and eps·s² is tiny: then
+  // every x·S − M is 0, and the largest finite rstd_s gives the same 0 (the
+  // true rstd, e.g. 316 for eps = 1e-5, is finite). Keep Inf when the true
+  // rstd is Inf (eps = 0 on a constant row: y = 0·Inf = NaN, as documented).
+  const bool true_rstd_inf = !std::isfinite(rstd_s * scale);
+  const C r = true_rstd_inf ? static_cast<C>(rstd_s)
+                            : static_cast<C>(std::min(rstd_s, static_cast<double>(std::numeric_limits<C>::max())));
   if (K == NormKind::layer && mean_out) *mean_out = scale == 1.0 ? m : static_cast<C>(mean_s / scale);
   if (rstd_out) *rstd_out = scale == 1.0 ? r : static_cast<C>(rstd_s * scale);
   if constexpr (K == NormKind::layer)
-    OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), m, m_lo, r, static_cast<C>(offset));
+    OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), m, m_lo, r, static_cast<C>(offset), opts);
   else
-    OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), C{0}, C{0}, r, static_cast<C>(offset));
+    OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), C{0}, C{0}, r, static_cast<C>(offset), opts);
 }
 
 template <class T>
@@ -343,27 +381,36 @@ T* RowPtr(void* base, std::int64_t stride, std::int64_t r) {
 // Rows [begin, end) with storage types TX (x, y), TR (residual, h), TW
 // (weight, bias) and compute type C.
 template <NormKind K, class C, class TX, class TR, class TW>
-void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end) {
+void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
   const hn::ScalableTag<C> dc;
   const std::size_t D = static_cast<std::size_t>(a.D);
   const TW* w = static_cast<const TW*>(a.weight);
   const TW* b = static_cast<const TW*>(a.bias);
   C* mean = static_cast<C*>(a.mean);
   C* rstd = static_cast<C*>(a.rstd);
+  OutputOpts opts;
+  opts.stream = stream;
   for (std::int64_t row = begin; row < end; ++row) {
     const TX* x = RowPtr<TX>(a.x, a.x_stride, row);
     TX* y = RowPtr<TX>(a.y, a.y_stride, row);
     C* mean_r = mean ? mean + row : nullptr;
     C* rstd_r = rstd ? rstd + row : nullptr;
+    const bool last = row + 1 == end;
+    opts.next0 = last ? nullptr : reinterpret_cast<const char*>(x + a.x_stride);
+    opts.size0 = sizeof(TX);
     if (a.residual) {
       TR* h = RowPtr<TR>(a.h, a.h_stride, row);
-      const RowStats st = FusedStatsOfRow<K>(dc, x, RowPtr<TR>(a.residual, a.residual_stride, row), h, D);
-      NormalizeRow<K>(dc, static_cast<const TR*>(h), st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r);
+      const TR* res = RowPtr<TR>(a.residual, a.residual_stride, row);
+      opts.next1 = last ? nullptr : reinterpret_cast<const char*>(res + a.residual_stride);
+      opts.size1 = sizeof(TR);
+      const RowStats st = FusedStatsOfRow<K>(dc, x, res, h, D);
+      NormalizeRow<K>(dc, static_cast<const TR*>(h), st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r, opts);
     } else {
       const RowStats st = StatsOfRow<K>(dc, x, D, C{1});
-      NormalizeRow<K>(dc, x, st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r);
+      NormalizeRow<K>(dc, x, st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r, opts);
     }
   }
+  if (opts.stream) hwy::FlushStream();  // order the non-temporal stores before the join
 }
 
 // The storage type of each DType, as the kernels see it.
@@ -375,30 +422,31 @@ using Storage = std::conditional_t<
 
 // The valid (residual, weight) dtypes for 16-bit x: x's own or f32.
 template <NormKind K, class TX>
-void Forward16(const ForwardArgs& a, std::int64_t begin, std::int64_t end) {
+void Forward16(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
   const bool r32 = a.residual && a.res_dtype == DType::f32;
   const bool w32 = a.w_dtype == DType::f32;
-  if (r32 && w32) return ForwardRowsT<K, float, TX, float, float>(a, begin, end);
-  if (r32) return ForwardRowsT<K, float, TX, float, TX>(a, begin, end);
-  if (w32) return ForwardRowsT<K, float, TX, TX, float>(a, begin, end);
-  return ForwardRowsT<K, float, TX, TX, TX>(a, begin, end);
+  if (r32 && w32) return ForwardRowsT<K, float, TX, float, float>(a, begin, end, stream);
+  if (r32) return ForwardRowsT<K, float, TX, float, TX>(a, begin, end, stream);
+  if (w32) return ForwardRowsT<K, float, TX, TX, float>(a, begin, end, stream);
+  return ForwardRowsT<K, float, TX, TX, TX>(a, begin, end, stream);
 }
 
 template <NormKind K>
-void ForwardKind(const ForwardArgs& a, std::int64_t begin, std::int64_t end) {
+void ForwardKind(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
   switch (a.x_dtype) {
-    case DType::f32: return ForwardRowsT<K, float, float, float, float>(a, begin, end);
-    case DType::f64: return ForwardRowsT<K, double, double, double, double>(a, begin, end);
-    case DType::f16: return Forward16<K, hwy::float16_t>(a, begin, end);
-    case DType::bf16: return Forward16<K, hwy::bfloat16_t>(a, begin, end);
+    case DType::f32: return ForwardRowsT<K, float, float, float, float>(a, begin, end, stream);
+    case DType::f64: return ForwardRowsT<K, double, double, double, double>(a, begin, end, stream);
+    case DType::f16: return Forward16<K, hwy::float16_t>(a, begin, end, stream);
+    case DType::bf16: return Forward16<K, hwy::bfloat16_t>(a, begin, end, stream);
   }
 }
 
 }  // namespace
 
-void ForwardRange(const ForwardArgs& a, std::int64_t begin, std::int64_t end) {
-  if (a.kind == NormKind::layer) ForwardKind<NormKind::layer>(a, begin, end);
-  else ForwardKind<NormKind::rms>(a, begin, end);
+// stream: write y with non-temporal stores (see forward_streams).
+void ForwardRange(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
+  if (a.kind == NormKind::layer) ForwardKind<NormKind::layer>(a, begin, end, stream);
+  else ForwardKind<NormKind::rms>(a, begin, end, stream);
 }
 
 const char* ActiveTargetName() { return hwy::TargetName(HWY_TARGET); }
@@ -422,6 +470,11 @@ std::int64_t forward_bytes_per_row(const ForwardArgs& a) {
 
 int forward_threads(const ForwardArgs& a) { return threads_for(a.rows, forward_bytes_per_row(a)); }
 
+bool forward_streams(const ForwardArgs& a) {
+  const std::int64_t y_bytes = a.rows * a.D * static_cast<std::int64_t>(dtype_size(a.x_dtype));
+  return a.y != a.x && y_bytes >= kStreamMinBytes;
+}
+
 void cpu_forward(const ForwardArgs& args) {
   assert(args.rows >= 1 && args.D >= 1 && args.x && args.y);
   assert((args.residual == nullptr) == (args.h == nullptr));
@@ -429,8 +482,9 @@ void cpu_forward(const ForwardArgs& args) {
   if (!a.weight && !a.bias) a.w_dtype = a.x_dtype;  // any valid dtype: none is read
   if (!a.weight) a.weight = constant_row(a.w_dtype, a.D, 1);
   if (a.kind == NormKind::layer && !a.bias) a.bias = constant_row(a.w_dtype, a.D, 0);
+  const bool stream = forward_streams(a);
   parallel_rows(a.rows, forward_bytes_per_row(a), [&](std::int64_t begin, std::int64_t end) {
-    HWY_DYNAMIC_DISPATCH(ForwardRange)(a, begin, end);
+    HWY_DYNAMIC_DISPATCH(ForwardRange)(a, begin, end, stream);
   });
 }
 

@@ -27,4 +27,16 @@ const char* active_cpu_target();
 int forward_threads(const ForwardArgs& a);
 int backward_threads(const BackwardArgs& a);
 
+// Outputs of at least this many bytes per call are written with
+// non-temporal stores: they skip the read-for-ownership of every line and do
+// not evict the inputs still to be read. 4 MiB is twice a core's L2: an
+// output that large has left L2 before anyone reads it, while smaller ones
+// stay cached for the consumer. Measured in docs/kernels.md.
+inline constexpr std::int64_t kStreamMinBytes = std::int64_t{4} << 20;
+
+// Whether cpu_forward writes y (cpu_backward dx) with non-temporal stores:
+// large outputs that do not overwrite an input in place.
+bool forward_streams(const ForwardArgs& a);
+bool backward_streams(const BackwardArgs& a);
+
 }  // namespace normkit::detail

@@ -157,6 +157,34 @@ HWY_INLINE hn::Vec<DC> StoreAs(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p) {
   }
 }
 
+// StoreAs with a non-temporal store: p must be aligned to the stored
+// vector's size. Used only for large outputs that will not be read back.
+template <class DC, class T>
+HWY_INLINE void StreamAs(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p) {
+  using C = hn::TFromD<DC>;
+  if constexpr (std::is_same_v<T, C>) {
+    hn::Stream(v, dc, p);
+  } else if constexpr (hn::MaxLanes(hn::Rebind<std::uint16_t, DC>()) * 2 < 16) {
+    // The 16-bit vector is only part of a register (SSE4 and older): a
+    // non-temporal store would write the whole register, so store normally.
+    StoreAs(dc, v, p);
+  } else {
+    static_assert(std::is_same_v<C, float>);
+    const hn::Rebind<std::uint16_t, DC> du16;
+    hn::Vec<decltype(du16)> bits16;
+    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+      bits16 = hn::DemoteTo(du16, hn::BitCast(hn::RebindToSigned<DC>(), Bf16BitsFromF32(dc, v)));
+    } else {
+#if NORMKIT_HW_F16
+      bits16 = hn::BitCast(du16, hn::DemoteTo(hn::Rebind<hwy::float16_t, DC>(), v));
+#else
+      bits16 = hn::DemoteTo(du16, hn::BitCast(hn::RebindToSigned<DC>(), F16BitsFromF32(dc, v)));
+#endif
+    }
+    hn::Stream(bits16, du16, reinterpret_cast<std::uint16_t*>(p));
+  }
+}
+
 // The first n < Lanes(dc) elements at p, zero-padded. Copies through a small
 // buffer so nothing past the end of the row is touched.
 template <class DC, class T>

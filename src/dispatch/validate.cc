@@ -8,11 +8,21 @@
 
 namespace normkit::detail {
 
-void fail(std::string_view fn, std::string_view arg, std::string_view what) {
+namespace {
+std::string message(std::string_view fn, std::string_view arg, std::string_view what) {
   std::string msg;
   msg.reserve(fn.size() + arg.size() + what.size() + 4);
   msg.append(fn).append(": ").append(arg).append(" ").append(what);
-  throw Error(msg);
+  return msg;
+}
+}  // namespace
+
+void fail(std::string_view fn, std::string_view arg, std::string_view what) {
+  throw Error(message(fn, arg, what));
+}
+
+void fail_dtype(std::string_view fn, std::string_view arg, std::string_view what) {
+  throw DTypeError(message(fn, arg, what));
 }
 
 namespace {
@@ -127,13 +137,13 @@ void Validator::vector(const Arg& a, std::int64_t n, std::string_view n_name) co
 void Validator::dtype_in(const Arg& a, std::initializer_list<DType> allowed, std::string_view why) const {
   if (!a.present) return;
   if (std::find(allowed.begin(), allowed.end(), a.dtype) == allowed.end())
-    fail(fn_, a.name, "has dtype " + std::string(dtype_name(a.dtype)) + ", expected " +
+    fail_dtype(fn_, a.name, "has dtype " + std::string(dtype_name(a.dtype)) + ", expected " +
                           dtype_list(allowed) + " " + std::string(why));
 }
 
 void Validator::same_dtype(const Arg& a, const Arg& b) const {
   if (!a.present || !b.present || a.dtype == b.dtype) return;
-  fail(fn_, a.name, "has dtype " + std::string(dtype_name(a.dtype)) + ", expected " +
+  fail_dtype(fn_, a.name, "has dtype " + std::string(dtype_name(a.dtype)) + ", expected " +
                         std::string(dtype_name(b.dtype)) + " (the dtype of " + std::string(b.name) + ")");
 }
 

@@ -14,6 +14,8 @@
 namespace normkit::detail {
 
 [[noreturn]] void fail(std::string_view fn, std::string_view arg, std::string_view what);
+// The same, for a dtype problem: throws normkit::DTypeError.
+[[noreturn]] void fail_dtype(std::string_view fn, std::string_view arg, std::string_view what);
 
 // An argument of a call, with its name for messages and, for outputs, which
 // inputs it may alias exactly (same pointer, stride and dtype).

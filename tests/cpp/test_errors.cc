@@ -128,6 +128,21 @@ TEST(Errors, Dtypes) {
   }, {"rms_norm: x has dtype ?"});
 }
 
+// A dtype problem is the DTypeError subclass, so bindings can map it to
+// their type error; any other problem is a plain Error.
+TEST(Errors, DtypeProblemsAreDTypeErrors) {
+  Args a;
+  Buffer y(DType::bf16, kRowsN, kD);
+  EXPECT_THROW(rms_norm(a.x.cmat(), {}, 1e-5, y.mat()), DTypeError);
+  try {
+    rms_norm(a.x.cmat(), {}, -1.0, a.y.mat());
+    ADD_FAILURE() << "no error";
+  } catch (const DTypeError&) {
+    ADD_FAILURE() << "an eps problem is not a dtype problem";
+  } catch (const Error&) {
+  }
+}
+
 TEST(Errors, Eps) {
   Args a;
   for (double eps : {-1e-5, std::nan(""), std::numeric_limits<double>::infinity()})

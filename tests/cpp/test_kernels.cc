@@ -247,13 +247,19 @@ BackwardRun run_backward(const Case& c, const Buffer& xin, const Buffer& dy_in, 
   return out;
 }
 
+using Gen = std::function<double(std::int64_t, std::int64_t)>;
+
+// xin from gen, or N(0.5, 2²) when gen is empty.
 void check_backward(const Case& c, DType xin_dtype, bool fused, std::int64_t rows, std::int64_t D, bool in_place,
-                    std::mt19937_64& rng) {
+                    std::mt19937_64& rng, const Gen& gen = {}) {
   SCOPED_TRACE(name_of(c) + " xin=" + std::string(dtype_name(xin_dtype)) + (fused ? " fused" : "") +
                " rows=" + std::to_string(rows) + " D=" + std::to_string(D) + (in_place ? " in-place" : ""));
   const double eps = 1e-5;
   Buffer xin(xin_dtype, rows, D, D + 3), dy(c.x, rows, D, D + 1), dh_out;
   fill_normal(xin, rng, 0.5, 2.0);
+  if (gen)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < D; ++j) xin.set(r, j, gen(r, j));
   fill_normal(dy, rng);
   if (fused) {
     dh_out = Buffer(xin_dtype, rows, D, D + 4);
@@ -297,6 +303,37 @@ TEST_P(Kernels, BackwardEveryDtypeAndWidth) {
         check_backward(c, xin_dtype, fused, rows, D, k % 2 == 0, rng);
       }
     }
+  }
+}
+
+// Outputs of kStreamMinBytes or more are written with non-temporal stores,
+// after peeling to an aligned address: rows here start unaligned (strides
+// D + 2, D + 3) and end in a partial vector.
+TEST_P(Kernels, LargeOutputsWithStreamingStores) {
+  std::mt19937_64 rng(10);
+  const std::int64_t D = 4097;
+  for (const Case& c : {Case{Op::layer, DType::f32, DType::f32, Affine::both},
+                        Case{Op::rms, DType::bf16, DType::f32, Affine::offset},
+                        Case{Op::layer, DType::f16, DType::f16, Affine::bias}}) {
+    const std::int64_t rows = detail::kStreamMinBytes / (D * static_cast<std::int64_t>(dtype_size(c.x))) + 1;
+    ForwardArgs f;
+    f.rows = rows;
+    f.D = D;
+    f.x_dtype = c.x;
+    f.x = &f;  // any two distinct addresses: not in place
+    f.y = &rng;
+    ASSERT_TRUE(detail::forward_streams(f));
+    f.y = &f;
+    ASSERT_FALSE(detail::forward_streams(f)) << "in place never streams";
+    check_forward(c, std::nullopt, rows, D, false, rng);
+    BackwardArgs b;
+    b.rows = rows;
+    b.D = D;
+    b.xin_dtype = c.x;
+    b.dy = &f;
+    b.dx = &rng;
+    ASSERT_TRUE(detail::backward_streams(b));
+    check_backward(c, c.x, false, rows, D, false, rng);
   }
 }
 
@@ -466,6 +503,9 @@ TEST_P(Kernels, HugeRowsDoNotOverflowTheStatistics) {
       check_rows(c, 3, D, [&](std::int64_t, std::int64_t) { return 1e20 * (1.0 + 0.5 * n01(rng)); }, 1e-5, "1e20");
       // Even Σx overflows: 4097 values near 1e36.
       check_rows(c, 2, D, [&](std::int64_t, std::int64_t) { return 1e36 * (2.0 + n01(rng)); }, 1e-5, "1e36");
+      // A constant row whose sum overflows: variance exactly 0, so the scaled
+      // rstd exceeds f32 while the true one (1/sqrt(eps)) does not.
+      check_rows(c, 1, D, [](std::int64_t, std::int64_t) { return 3e37; }, 1e-5, "constant 3e37");
     }
     for (const Case& c : extreme_cases(DType::f64))
       check_rows(c, 2, D, [&](std::int64_t, std::int64_t) { return 1e200 * (1.0 + n01(rng)); }, 1e-5, "1e200",
@@ -509,6 +549,26 @@ TEST_P(Kernels, CancellationAndOutliers) {
     check_rows(c, 1, 4, [](std::int64_t, std::int64_t j) { return 1000.0 * static_cast<double>(j + 1); }, 1e-5, "f16 1000s");
     check_rows(c, 2, 4097, [&](std::int64_t, std::int64_t) { return std::clamp(30000.0 * n01(rng), -65504.0, 65504.0); },
                1e-5, "f16 large");
+  }
+}
+
+// The backward on rows near the top of the range: x − mean would overflow
+// (values ~±3e38), or x̂ = 0 on a constant row with rstd = 1/sqrt(eps).
+TEST_P(Kernels, BackwardOfExtremeRows) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> n01;
+  const double bf16_max = 3.3895313892515355e38;
+  for (std::int64_t D : {64, 4097}) {
+    for (const Case& c : {Case{Op::layer, DType::bf16, DType::f32, Affine::both},
+                          Case{Op::rms, DType::bf16, DType::bf16, Affine::weight}}) {
+      check_backward(c, c.x, false, 2, D, false, rng, [&](std::int64_t r, std::int64_t j) {
+        return (r + j) % 3 == 0 ? -bf16_max : bf16_max;
+      });
+    }
+    for (const Case& c : extreme_cases(DType::f32)) {
+      check_backward(c, c.x, false, 2, D, false, rng, [](std::int64_t, std::int64_t) { return 3e37; });
+      check_backward(c, c.x, true, 2, D, true, rng, [&](std::int64_t, std::int64_t) { return 1e20 * (1 + n01(rng)); });
+    }
   }
 }
 

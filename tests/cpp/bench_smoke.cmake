@@ -1,0 +1,95 @@
+# Keeps `normkit bench` from rotting: runs it in --smoke mode with --json and
+# checks the output is a JSON list of records with the required fields, that
+# every op of the bench's table was timed through normkit for every dtype,
+# and that the byte counts of LayerNorm forward are exact. No timing is
+# asserted (benchmarks are not tests), only that times and rates are positive.
+#
+# Usage: cmake -DNORMKIT=<path to the normkit binary> -P bench_smoke.cmake
+
+cmake_minimum_required(VERSION 3.25)
+if(NOT NORMKIT)
+  message(FATAL_ERROR "pass -DNORMKIT=<path to normkit>")
+endif()
+
+execute_process(COMMAND "${NORMKIT}" bench --smoke --json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE json ERROR_VARIABLE log)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "normkit bench --smoke --json exited with ${rc}:\n${log}")
+endif()
+
+string(JSON type ERROR_VARIABLE err TYPE "${json}")
+if(err OR NOT type STREQUAL "ARRAY")
+  message(FATAL_ERROR "output is not a JSON list (${err}):\n${json}")
+endif()
+string(JSON n LENGTH "${json}")
+if(n EQUAL 0)
+  message(FATAL_ERROR "no records")
+endif()
+
+set(string_fields impl op dtype)
+set(number_fields rows D threads median_ms gbps ceiling_gbps pct_of_ceiling bytes_read bytes_written)
+# The bench writes one record per line; parsing each line alone is linear,
+# where string(JSON GET) on the whole list for each record is quadratic.
+string(REGEX MATCHALL "\n  {[^\n]*}" lines "${json}")
+list(LENGTH lines nlines)
+if(NOT nlines EQUAL n)
+  message(FATAL_ERROR "expected one record per line: ${n} records, ${nlines} lines")
+endif()
+set(seen "")
+set(i 0)
+foreach(line IN LISTS lines)
+  string(STRIP "${line}" rec)
+  math(EXPR i "${i} + 1")
+  foreach(f IN LISTS string_fields)
+    string(JSON t ERROR_VARIABLE err TYPE "${rec}" ${f})
+    if(err OR NOT t STREQUAL "STRING")
+      message(FATAL_ERROR "record ${i}: field '${f}' missing or not a string: ${rec}")
+    endif()
+  endforeach()
+  foreach(f IN LISTS number_fields)
+    string(JSON t ERROR_VARIABLE err TYPE "${rec}" ${f})
+    if(err OR NOT t STREQUAL "NUMBER")
+      message(FATAL_ERROR "record ${i}: field '${f}' missing or not a number: ${rec}")
+    endif()
+    string(JSON ${f} GET "${rec}" ${f})
+  endforeach()
+  string(JSON impl GET "${rec}" impl)
+  string(JSON op GET "${rec}" op)
+  string(JSON dtype GET "${rec}" dtype)
+
+  # Times and rates must be positive (if(GREATER) compares them as numbers).
+  foreach(f median_ms gbps ceiling_gbps pct_of_ceiling)
+    if(NOT ${f} GREATER 0)
+      message(FATAL_ERROR "record ${i}: ${f} = ${${f}} is not positive: ${rec}")
+    endif()
+  endforeach()
+
+  if(impl STREQUAL "normkit")
+    list(APPEND seen "${op}/${dtype}")
+    if(op STREQUAL "layer_norm")
+      # x and y (rows·D each), weight and bias (D each, same dtype), mean and rstd (rows f32 each).
+      if(dtype STREQUAL "f32")
+        set(size 4)
+      else()
+        set(size 2)
+      endif()
+      math(EXPR want_read "${rows} * ${D} * ${size} + 2 * ${D} * ${size}")
+      math(EXPR want_written "${rows} * ${D} * ${size} + 2 * ${rows} * 4")
+      if(NOT bytes_read EQUAL want_read OR NOT bytes_written EQUAL want_written)
+        message(FATAL_ERROR "record ${i}: layer_norm ${dtype} ${rows}x${D} moves "
+                            "${bytes_read}+${bytes_written} bytes, expected "
+                            "${want_read}+${want_written}: ${rec}")
+      endif()
+    endif()
+  endif()
+endforeach()
+
+foreach(op layer_norm rms_norm layer_norm_backward rms_norm_backward add_layer_norm add_rms_norm
+           add_then_layer_norm add_then_rms_norm)
+  foreach(dtype f32 bf16 f16)
+    if(NOT "${op}/${dtype}" IN_LIST seen)
+      message(FATAL_ERROR "no normkit record for ${op} ${dtype}")
+    endif()
+  endforeach()
+endforeach()
+message(STATUS "normkit bench --smoke --json: ${n} records, all fields present")

@@ -1,0 +1,458 @@
+// normkit bench — every op against the machine's memory-bandwidth ceiling.
+//
+// For each size class, width D, op, dtype, thread count and implementation:
+// measure the copy and read bandwidth at the op's working-set size (the
+// ceilings), carve the op's buffers, fill its inputs, prepare the call, time
+// it (warm-up, then the median of many samples), and keep a Record. Then
+// print the tables and the targets, or the records as JSON.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench_check.hpp"
+#include "bench_impls.hpp"
+#include "bench_memory.hpp"
+#include "bench_ops.hpp"
+#include "bench_report.hpp"
+#include "bench_timing.hpp"
+#include "commands.hpp"
+
+namespace normkit::cli {
+namespace {
+
+using namespace normkit::bench;
+
+constexpr const char* kHelp = R"(usage: normkit bench [options]
+
+Times LayerNorm and RMSNorm (forward, backward, fused add+norm, and an add
+followed by the norm as two calls) through the public API, next to the bytes
+each call must move, the GB/s reached, and the memory-bandwidth ceiling
+(copy and read loops) measured in the same run at the same working-set size
+and thread count. Baselines in the same run: the naive two-pass scalar loops
+a user would write, and oneDNN's layer normalization (if built with it).
+
+Size classes:
+  dram   rows = ELEMENTS / D; each call gets the next of enough buffer sets
+         to rotate over ROTATE MiB, so no call finds its data in any cache
+  cache  rows = CACHE_ELEMENTS / D; the same buffers every call (fits in L2)
+  row    one row of each --row-D width; the same buffers every call (a
+         decode step); also times a plain copy of that row for reference
+
+options:
+  --quick            a smaller run (under a minute): D 768,4096,16384, one
+                     row of 4096, ELEMENTS 1Mi, ROTATE 512, short timings
+  --smoke            a tiny run that only checks the bench works (seconds);
+                     its numbers mean nothing
+  --json             print the records as a JSON list on stdout (no tables)
+  --output FILE      also write the JSON records to FILE
+  --ops LIST         op names (layer_norm, rms_norm_backward, add_rms_norm,
+                     add_then_layer_norm, ...) or passes (forward, backward,
+                     fused, add_then_norm)                 [all]
+  --norms LIST       layer, rms                            [both]
+  --dtypes LIST      f32, bf16, f16                        [all three]
+  --threads LIST     thread counts                         [1,2]
+  --impls LIST       normkit, naive, onednn                [all built]
+  --sizes LIST       dram, cache, row                      [all]
+  --D LIST           widths for dram and cache             [768,2048,4096,8192,16384,65536]
+  --row-D LIST       widths for the one-row class          [768,2048,4096,8192,16384,65536]
+  --elements N       elements per activation tensor, dram  [4194304]
+  --cache-elements N elements per activation tensor, cache [65536]
+  --rotate-mib N     MiB the dram buffer sets span         [1024]
+  --min-time S       seconds to keep sampling each record  [0.25]
+  --max-time S       seconds to wait for 21 undisturbed samples [3]
+  --help             this text
+
+Timing: 3 warm-up calls, then samples (calls batched to >= 20 us) until 21
+samples ran undisturbed and MIN-TIME passed; the median of the undisturbed
+samples is reported. A sample is disturbed when the process got less than
+90% of the best CPU share seen (another process held a core); the count is
+the pre% column and the median over all samples is in the JSON.
+
+The naive baseline runs on one thread only. Every implementation is checked
+against the fp64 oracle before it is timed. Targets (docs/benchmarks.md) are
+printed after the tables as met / not met with their numbers.
+
+JSON records: impl, op, norm, pass, dtype, param_dtype, rows, D, threads,
+size_class, where (L1/L2/L3/DRAM: where the rotated buffers fit), sets,
+working_set_bytes, bytes_read, bytes_written, median_ms, median_all_ms,
+min_ms, samples, preempted_samples, calls_per_sample, gbps, ceiling_gbps, pct_of_ceiling, copy_gbps, read_gbps,
+copy_method. impl "ceiling", op "copy_row": the copy of one row.
+Plot them with bench/plot_bench.py.
+)";
+
+struct Options {
+  std::vector<const Op*> ops;
+  std::vector<DType> dtypes{DType::f32, DType::bf16, DType::f16};
+  std::vector<int> threads{1, 2};
+  std::vector<std::string> impls;
+  std::vector<std::string> sizes{"dram", "cache", "row"};
+  std::vector<std::int64_t> widths{768, 2048, 4096, 8192, 16384, 65536};
+  std::vector<std::int64_t> row_widths{768, 2048, 4096, 8192, 16384, 65536};
+  std::int64_t elements = std::int64_t{4} << 20;
+  std::int64_t cache_elements = std::int64_t{64} << 10;
+  std::int64_t rotate_bytes = std::int64_t{1024} << 20;
+  TimingConfig timing;
+  bool json = false;
+  std::string output;
+};
+
+std::vector<std::string> split(std::string_view s) {
+  std::vector<std::string> out;
+  std::stringstream ss{std::string(s)};
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  if (out.empty()) throw std::invalid_argument("empty list '" + std::string(s) + "'");
+  return out;
+}
+
+std::int64_t parse_int(const std::string& flag, const std::string& v, std::int64_t min) {
+  std::size_t used = 0;
+  long long n = 0;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || n < min)
+    throw std::invalid_argument(flag + " expects an integer >= " + std::to_string(min) +
+                                ", got '" + v + "'");
+  return n;
+}
+
+std::vector<std::int64_t> parse_ints(const std::string& flag, const std::string& v) {
+  std::vector<std::int64_t> out;
+  for (const std::string& s : split(v)) out.push_back(parse_int(flag, s, 1));
+  return out;
+}
+
+double parse_seconds(const std::string& flag, const std::string& v) {
+  std::size_t used = 0;
+  double x = -1;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || !(x >= 0))
+    throw std::invalid_argument(flag + " expects seconds >= 0, got '" + v + "'");
+  return x;
+}
+
+DType parse_dtype(const std::string& s) {
+  if (s == "f32") return DType::f32;
+  if (s == "bf16") return DType::bf16;
+  if (s == "f16") return DType::f16;
+  throw std::invalid_argument("--dtypes: unknown dtype '" + s + "' (f32, bf16, f16)");
+}
+
+void apply_mode(Options& o, std::string_view mode) {
+  if (mode == "--quick") {
+    o.widths = {768, 4096, 16384};
+    o.row_widths = {4096};
+    o.sizes = {"dram", "row"};
+    o.elements = std::int64_t{1} << 20;
+    o.rotate_bytes = std::int64_t{512} << 20;
+    o.timing.min_seconds = 0.02;
+    o.timing.min_samples = 11;
+    o.timing.max_seconds = 0.2;
+    o.timing.max_samples = 201;
+  } else if (mode == "--smoke") {
+    o.widths = {96, 256};
+    o.row_widths = {64};
+    o.elements = 4096;
+    o.cache_elements = 2048;
+    o.rotate_bytes = std::int64_t{1} << 20;
+    o.timing.min_seconds = 0;
+    o.timing.min_samples = 3;
+    o.timing.max_seconds = 0.05;
+    o.timing.max_samples = 3;
+  }
+}
+
+// Returns false when --help was asked for.
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 0; i < argc; ++i) apply_mode(o, argv[i]);
+  std::vector<std::string> op_items, norm_items;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") return false;
+    if (a == "--quick" || a == "--smoke") continue;
+    if (a == "--json") {
+      o.json = true;
+      continue;
+    }
+    if (i + 1 >= argc) throw std::invalid_argument("unknown option or missing value: '" + a + "'");
+    const std::string v = argv[++i];
+    if (a == "--output") o.output = v;
+    else if (a == "--ops") op_items = split(v);
+    else if (a == "--norms") norm_items = split(v);
+    else if (a == "--dtypes") {
+      o.dtypes.clear();
+      for (const std::string& s : split(v)) o.dtypes.push_back(parse_dtype(s));
+    } else if (a == "--threads") {
+      o.threads.clear();
+      for (std::int64_t n : parse_ints(a, v)) o.threads.push_back(static_cast<int>(n));
+    } else if (a == "--impls") o.impls = split(v);
+    else if (a == "--sizes") o.sizes = split(v);
+    else if (a == "--D") o.widths = parse_ints(a, v);
+    else if (a == "--row-D") o.row_widths = parse_ints(a, v);
+    else if (a == "--elements") o.elements = parse_int(a, v, 1);
+    else if (a == "--cache-elements") o.cache_elements = parse_int(a, v, 1);
+    else if (a == "--rotate-mib") o.rotate_bytes = parse_int(a, v, 1) << 20;
+    else if (a == "--min-time") o.timing.min_seconds = parse_seconds(a, v);
+    else if (a == "--max-time") o.timing.max_seconds = parse_seconds(a, v);
+    else throw std::invalid_argument("unknown option '" + a + "' (see normkit bench --help)");
+  }
+
+  for (const std::string& s : o.sizes)
+    if (s != "dram" && s != "cache" && s != "row")
+      throw std::invalid_argument("--sizes: unknown size class '" + s + "' (dram, cache, row)");
+  for (const std::string& n : norm_items)
+    if (n != "layer" && n != "rms")
+      throw std::invalid_argument("--norms: unknown norm '" + n + "' (layer, rms)");
+  for (const std::string& s : op_items) {
+    const bool known = std::any_of(std::begin(kOps), std::end(kOps), [&](const Op& op) {
+      return op.name == s || pass_name(op.pass) == s;
+    });
+    if (!known) throw std::invalid_argument("--ops: unknown op or pass '" + s + "'");
+  }
+  for (const Op& op : kOps) {
+    const auto in = [](const std::vector<std::string>& items, std::string_view a, std::string_view b) {
+      return items.empty() || std::find(items.begin(), items.end(), a) != items.end() ||
+             std::find(items.begin(), items.end(), b) != items.end();
+    };
+    if (in(op_items, op.name, pass_name(op.pass)) && in(norm_items, norm_name(op.norm), ""))
+      o.ops.push_back(&op);
+  }
+  if (o.impls.empty())
+    for (const Impl& impl : impls()) o.impls.emplace_back(impl.name);
+  for (const std::string& name : o.impls)
+    if (std::none_of(impls().begin(), impls().end(), [&](const Impl& i) { return i.name == name; }))
+      throw std::invalid_argument("--impls: '" + name + "' is not in this build");
+  return true;
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+// The first three fields of /proc/loadavg: how busy the machine was.
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  if (!(f >> a >> b >> c)) return "unknown";
+  return a + " " + b + " " + c;
+}
+
+std::string caches_line(const Caches& c) {
+  return "L1d " + std::to_string(c.l1d >> 10) + " KiB, L2 " + std::to_string(c.l2 >> 10) +
+         " KiB, L3 " + std::to_string(c.l3 >> 10) + " KiB (sysfs, CPU 0)";
+}
+
+std::int64_t rows_for(std::string_view size_class, std::int64_t D, const Options& o) {
+  if (size_class == "row") return 1;
+  const std::int64_t elements = size_class == "dram" ? o.elements : o.cache_elements;
+  return std::max<std::int64_t>(1, elements / D);
+}
+
+class Runner {
+ public:
+  explicit Runner(const Options& o) : o_(o), ceilings_(arena_, o.timing), caches_(read_caches()) {}
+
+  void run_all() {
+    for (const std::string& c : o_.sizes)
+      for (std::int64_t D : c == "row" ? o_.row_widths : o_.widths) {
+        if (c == "row")
+          for (DType dt : o_.dtypes)
+            for (int t : o_.threads) copy_row(D, dt, t);
+        for (const Op* op : o_.ops)
+          for (DType dt : o_.dtypes)
+            for (int t : o_.threads)
+              for (const Impl& impl : impls())
+                if (wanted(impl) && (impl.threaded || t == 1)) time_one(c, D, *op, dt, t, impl);
+      }
+  }
+
+  const std::vector<Record>& records() const { return records_; }
+  const Caches& caches() const { return caches_; }
+  const Ceilings& ceilings() const { return ceilings_; }
+
+ private:
+  bool wanted(const Impl& impl) const {
+    return std::find(o_.impls.begin(), o_.impls.end(), impl.name) != o_.impls.end();
+  }
+
+  void time_one(const std::string& size_class, std::int64_t D, const Op& op, DType dt,
+                int threads, const Impl& impl) {
+    const auto param = impl.param_dtype(op, dt);
+    if (!param) return;
+    const Shape s{rows_for(size_class, D, o_), D, dt, *param};
+    const std::int64_t stride = set_stride(op, s);
+    const std::int64_t sets =
+        size_class == "dram" ? std::max<std::int64_t>(2, (o_.rotate_bytes + stride - 1) / stride) : 1;
+
+    set_threads(threads);
+    Record r;
+    r.impl = impl.name;
+    r.op = op.name;
+    r.table_op = &op;
+    r.shape = s;
+    r.threads = threads;
+    r.size_class = size_class;
+    r.sets = sets;
+    r.working_set = working_set_bytes(op, s);
+    r.where = residence(stride * sets, caches_);
+    r.traffic = traffic(op, s);
+
+    // The ceiling first: it uses the arena, which carve() then fills.
+    const Ceiling c = ceilings_.at(r.working_set, sets, threads);
+    const std::vector<Tensors> tensors = carve(arena_, op, s, sets);
+    // The inputs stay as filled until a ceiling measurement overwrites the
+    // arena (no op writes an array it only reads), so the next implementation
+    // or thread count of the same op and shape reuses them.
+    const Filled now{&op, s.rows, s.D, s.act, s.param, sets, ceilings_.measurements()};
+    if (!(filled_ == now)) fill_inputs(op, s, tensors);
+    filled_ = now;
+    const Call call = impl.prepare(op, s, tensors);
+
+    // Checked against the oracle before it is timed.
+    write_checked_stats(op, s, tensors[0], impl.variance_stats);
+    call(0);
+    if (const std::string error = check_outputs(op, s, tensors[0]); !error.empty())
+      throw std::runtime_error(r.impl + " " + r.op + " " + std::string(dtype_name(dt)) + " rows=" +
+                               std::to_string(s.rows) + " D=" + std::to_string(D) +
+                               " disagrees with the fp64 oracle: " + error);
+
+    r.timing = time_calls([&](std::int64_t i) { call(i % sets); }, o_.timing);
+    finish(r, c);
+  }
+
+  // The time to copy one row of D elements of dtype dt: the reference for
+  // the one-row class (a norm of a row cannot beat copying it).
+  void copy_row(std::int64_t D, DType dt, int threads) {
+    const std::int64_t bytes = D * static_cast<std::int64_t>(dtype_size(dt));
+    set_threads(threads);
+    const Ceiling c = ceilings_.at(2 * bytes, 1, threads);
+    Record r;
+    r.impl = "ceiling";
+    r.op = "copy_row";
+    r.shape = {1, D, dt, dt};
+    r.threads = threads;
+    r.size_class = "row";
+    r.working_set = 2 * bytes;
+    r.where = residence(2 * bytes, caches_);
+    r.traffic = {bytes, bytes};
+    r.timing.median_s = r.timing.median_all_s = r.timing.min_s = c.copy_median_s;
+    finish(r, c);
+  }
+
+  void finish(Record& r, const Ceiling& c) {
+    r.gbps = static_cast<double>(r.traffic.total()) / r.timing.median_s / 1e9;
+    r.copy_gbps = c.copy_gbps;
+    r.read_gbps = c.read_gbps;
+    r.copy_method = c.copy_method;
+    r.ceiling_gbps = ceiling_gbps(r.traffic, c);
+    r.pct_of_ceiling = 100.0 * r.gbps / r.ceiling_gbps;
+    std::fprintf(stderr, "  %-8s %-20s %-5.*s D=%-6lld rows=%-6lld %dt  %10.1f us  %6.1f GB/s  %5.1f%%\n",
+                 r.impl.c_str(), r.op.c_str(), static_cast<int>(dtype_name(r.shape.act).size()),
+                 dtype_name(r.shape.act).data(), static_cast<long long>(r.shape.D),
+                 static_cast<long long>(r.shape.rows), r.threads, r.timing.median_s * 1e6, r.gbps,
+                 r.pct_of_ceiling);
+    records_.push_back(std::move(r));
+  }
+
+  // What the arena's inputs were last filled for.
+  struct Filled {
+    const Op* op = nullptr;
+    std::int64_t rows = 0, D = 0;
+    DType act = DType::f32, param = DType::f32;
+    std::int64_t sets = 0;
+    int measurements = -1;
+    bool operator==(const Filled&) const = default;
+  };
+
+  const Options& o_;
+  Filled filled_;
+  Arena arena_;
+  Ceilings ceilings_;
+  Caches caches_;
+  std::vector<Record> records_;
+};
+
+}  // namespace
+
+std::string bytes_text(std::int64_t bytes) {
+  char buf[32];
+  if (bytes < (std::int64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
+  return buf;
+}
+
+// Every ceiling measured in the run, by working-set size: where the copy
+// and read bandwidth fall off (caches, then DRAM).
+void print_ceilings(std::FILE* out, const Ceilings& c, const Caches& caches) {
+  std::fprintf(out,
+               "\nceilings measured in this run (copy: (read + written bytes) / time of the faster "
+               "of memcpy and a vector loop; read: a SIMD sum)\n");
+  std::fprintf(out, "%12s %6s %12s %4s | %9s %-7s %9s\n", "working set", "sets", "footprint",
+               "thr", "copy GB/s", "by", "read GB/s");
+  for (const auto& [key, v] : c.all()) {
+    const auto [ws, sets, threads] = key;
+    std::fprintf(out, "%12s %6lld %12s %4d | %9.1f %-7s %9.1f  %s\n", bytes_text(ws).c_str(),
+                 static_cast<long long>(sets), bytes_text(ws * sets).c_str(), threads, v.copy_gbps,
+                 v.copy_method.c_str(), v.read_gbps, residence(ws * sets, caches).c_str());
+  }
+}
+
+int bench_main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, o)) {
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
+  RunInfo info;
+  info.load_before = load_average();
+  Runner runner(o);
+  runner.run_all();
+  info.load_after = load_average();
+  info.cpu = cpu_model();
+  info.caches = caches_line(runner.caches());
+#ifdef NORMKIT_BENCH_ONEDNN
+  info.onednn = std::string(onednn_version());
+#else
+  info.onednn = "not built";
+#endif
+  info.dram_elements = o.elements;
+  info.cache_elements = o.cache_elements;
+  info.rotate_bytes = o.rotate_bytes;
+
+  if (o.json) {
+    write_json(stdout, runner.records());
+  } else {
+    print_tables(stdout, runner.records(), info);
+    print_ceilings(stdout, runner.ceilings(), runner.caches());
+    print_targets(stdout, runner.records());
+  }
+  if (!o.output.empty()) {
+    std::FILE* f = std::fopen(o.output.c_str(), "w");
+    if (!f) throw std::runtime_error("cannot write '" + o.output + "'");
+    write_json(f, runner.records());
+    std::fclose(f);
+  }
+  return 0;
+}
+
+}  // namespace normkit::cli

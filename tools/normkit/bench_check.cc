@@ -1,0 +1,143 @@
+#include "bench_check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "bench_impls.hpp"
+#include "reference.hpp"
+
+namespace normkit::bench {
+namespace {
+
+double unit_roundoff(DType t) {
+  switch (t) {
+    case DType::f64: return 0x1p-53;
+    case DType::f32: return 0x1p-24;
+    case DType::f16: return 0x1p-11;
+    case DType::bf16: return 0x1p-8;
+  }
+  return 1.0;
+}
+
+std::int64_t checked_rows(const Shape& s) { return std::min(s.rows, kCheckedRows); }
+
+ConstMatrix rows_of(const Tensors& t, Array a, const Shape& s) {
+  return {t[a], s.act, checked_rows(s), s.D, s.D, Device::cpu};
+}
+
+ConstVector param_of(const Tensors& t, Array a, const Shape& s) {
+  if (!t[a]) return {};
+  return {t[a], s.param, s.D, Device::cpu};
+}
+
+reference::Forward oracle_forward(const Op& op, ConstMatrix x, ConstVector w, ConstVector b) {
+  return op.norm == Norm::layer ? reference::layer_norm(x, w, b, kEps)
+                                : reference::rms_norm(x, w, kEps);
+}
+
+// "" when every |got − ref| is within u_out·|ref| + 2(D+4)·u_f32·scale.
+std::string compare(const char* what, const std::vector<double>& got, const std::vector<double>& ref,
+                    const std::vector<double>& scale, const Shape& s) {
+  const double growth = 2.0 * (static_cast<double>(s.D) + 4.0) * 0x1p-24;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double bound = unit_roundoff(s.act) * std::abs(ref[i]) + growth * scale[i];
+    if (std::abs(got[i] - ref[i]) <= bound) continue;  // false for NaN too
+    char msg[256];
+    std::snprintf(msg, sizeof msg, "%s[row %lld, col %lld] = %.9g, fp64 oracle %.9g, bound %.3g",
+                  what, static_cast<long long>(static_cast<std::int64_t>(i) / s.D),
+                  static_cast<long long>(static_cast<std::int64_t>(i) % s.D), got[i], ref[i], bound);
+    return msg;
+  }
+  return "";
+}
+
+// mean|x| per checked row: the statistics' absolute error in x̂ scales with
+// rstd·mean|x| (see the bound in bench_check.hpp).
+std::vector<double> mean_abs(const std::vector<double>& x, std::int64_t rows, std::int64_t D) {
+  std::vector<double> m(static_cast<std::size_t>(rows), 0.0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t j = 0; j < D; ++j) m[r] += std::abs(x[r * D + j]);
+    m[r] /= static_cast<double>(D);
+  }
+  return m;
+}
+
+std::string check_backward(const Op& op, const Shape& s, const Tensors& t) {
+  const std::int64_t rows = checked_rows(s), D = s.D;
+  const ConstMatrix x = rows_of(t, Array::x, s), dy = rows_of(t, Array::dy, s);
+  const ConstVector w = param_of(t, Array::weight, s);
+  const reference::Backward ref = op.norm == Norm::layer
+                                      ? reference::layer_norm_backward(dy, x, w, kEps)
+                                      : reference::rms_norm_backward(dy, x, w, kEps);
+  const reference::Forward f = oracle_forward(op, x, w, {});
+  const std::vector<double> xd = reference::to_double(x), dyd = reference::to_double(dy);
+  const std::vector<double> g = reference::to_double(w, D, 1.0);
+  const std::vector<double> mabs = mean_abs(xd, rows, D);
+
+  std::vector<double> scale(xd.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double rstd = f.rstd[r], mu = op.norm == Norm::layer ? f.mean[r] : 0.0;
+    const double shift = rstd * mabs[r];
+    double mean_g = 0, mean_gx = 0;
+    for (std::int64_t j = 0; j < D; ++j) {
+      const double gj = std::abs(g[j] * dyd[r * D + j]);
+      mean_g += gj;
+      mean_gx += gj * (std::abs((xd[r * D + j] - mu) * rstd) + shift);
+    }
+    mean_g /= static_cast<double>(D);
+    mean_gx /= static_cast<double>(D);
+    for (std::int64_t j = 0; j < D; ++j) {
+      const double xh = std::abs((xd[r * D + j] - mu) * rstd) + shift;
+      scale[r * D + j] = rstd * (std::abs(g[j] * dyd[r * D + j]) + mean_g + xh * mean_gx);
+    }
+  }
+  return compare("dx", reference::to_double(rows_of(t, Array::dx, s)), ref.dx, scale, s);
+}
+
+std::string check_forward(const Op& op, const Shape& s, const Tensors& t) {
+  const std::int64_t rows = checked_rows(s), D = s.D;
+  ConstMatrix in = rows_of(t, Array::x, s);
+  if (op.pass == Pass::fused || op.pass == Pass::add_then_norm) {
+    // h = x + residual, rounded once to h's dtype.
+    const std::vector<double> x = reference::to_double(in);
+    const std::vector<double> res = reference::to_double(rows_of(t, Array::residual, s));
+    std::vector<double> sum(x.size()), zero(x.size(), 0.0);
+    for (std::size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + res[i];
+    in = rows_of(t, Array::h, s);
+    if (auto e = compare("h", reference::to_double(in), sum, zero, s); !e.empty()) return e;
+  }
+  const ConstVector w = param_of(t, Array::weight, s), b = param_of(t, Array::bias, s);
+  const reference::Forward f = oracle_forward(op, in, w, b);
+  const std::vector<double> xd = reference::to_double(in);
+  const std::vector<double> g = reference::to_double(w, D, 1.0), bias = reference::to_double(b, D, 0.0);
+  const std::vector<double> mabs = mean_abs(xd, rows, D);
+  std::vector<double> scale(xd.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double rstd = f.rstd[r], mu = op.norm == Norm::layer ? f.mean[r] : 0.0;
+    for (std::int64_t j = 0; j < D; ++j)
+      scale[r * D + j] = std::abs(g[j]) * (std::abs((xd[r * D + j] - mu) * rstd) + rstd * mabs[r]) +
+                         std::abs(bias[j]);
+  }
+  return compare("y", reference::to_double(rows_of(t, Array::y, s)), f.y, scale, s);
+}
+
+}  // namespace
+
+void write_checked_stats(const Op& op, const Shape& s, const Tensors& t, bool variance) {
+  if (op.pass != Pass::backward) return;
+  const reference::Forward f = oracle_forward(op, rows_of(t, Array::x, s), {}, {});
+  auto* mean = reinterpret_cast<float*>(t[Array::mean]);
+  auto* rstd = reinterpret_cast<float*>(t[Array::rstd]);
+  for (std::int64_t r = 0; r < checked_rows(s); ++r) {
+    if (mean) mean[r] = static_cast<float>(f.mean[r]);
+    rstd[r] = static_cast<float>(variance ? 1.0 / (f.rstd[r] * f.rstd[r]) - kEps : f.rstd[r]);
+  }
+}
+
+std::string check_outputs(const Op& op, const Shape& s, const Tensors& t) {
+  return op.pass == Pass::backward ? check_backward(op, s, t) : check_forward(op, s, t);
+}
+
+}  // namespace normkit::bench

@@ -1,0 +1,40 @@
+// normkit bench — every implementation is checked against the fp64 oracle
+// before it is timed, so no table shows the speed of a wrong answer (a
+// swapped argument, variance read as rstd, a wrong dtype).
+//
+// This is a check of the bench's wiring, not of normkit's error contract
+// (the test suite asserts that): it compares the first rows of one call's
+// outputs with the oracle (src/reference) under a bound that any float
+// implementation, the naive sequential sums included, must meet:
+//   |out − ref| ≤ u_out·|ref| + 2·(D + 4)·u_f32·scale
+// where (D + 4)·u is the worst-case relative error of a float sum of D terms
+// plus the few roundings after it (linear growth: sequential sums are
+// allowed), counted twice because two computed quantities (the mean and
+// rstd, or mean(g) and mean(g·x̂)) carry it into each output, and scale is
+// the magnitude of the output's terms:
+//   y : |g|·(|x̂| + rstd·mean|x|) + |bias|
+//   dx: rstd·(|g·dy| + mean|g·dy| + (|x̂| + rstd·mean|x|)·mean|g·dy·x̂|)
+// h = x + residual of the fused ops is one rounding: u_out·|x + residual|.
+#pragma once
+
+#include <string>
+
+#include "bench_ops.hpp"
+
+namespace normkit::bench {
+
+// Rows of each call that are checked (from row 0 of buffer set 0).
+inline constexpr std::int64_t kCheckedRows = 2;
+
+// Before a backward is run for checking: writes the oracle's statistics of
+// the checked rows into set t's mean and rstd arrays — as rstd, or as the
+// variance 1/rstd² − eps when the implementation takes the variance
+// (oneDNN). The other rows keep their filled values (they are not checked).
+void write_checked_stats(const Op& op, const Shape& s, const Tensors& t, bool variance);
+
+// After one call on set t: "" when the checked rows are within the bound,
+// otherwise a sentence naming the array, the element, the values and the
+// bound.
+std::string check_outputs(const Op& op, const Shape& s, const Tensors& t);
+
+}  // namespace normkit::bench

@@ -1,0 +1,100 @@
+// normkit bench — where the timed buffers live, and the memory-bandwidth
+// ceilings measured in those same buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bench_ops.hpp"
+#include "bench_timing.hpp"
+
+namespace normkit::bench {
+
+// One large, page-aligned block that every record carves its buffer sets
+// from. Allocated (and every page touched) once and grown on demand, so no
+// record pays page faults in its timing and memory use stays at one block.
+class Arena {
+ public:
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena();
+  // At least `bytes` bytes, 4 KiB aligned; contents unspecified.
+  std::byte* get(std::size_t bytes);
+
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// Carves `sets` buffer sets for op at shape s from the arena: each array the
+// op touches gets its own 4 KiB-aligned range; sets follow one another.
+std::vector<Tensors> carve(Arena& arena, const Op& op, const Shape& s, std::int64_t sets);
+
+// Bytes between consecutive sets (the working set, rounded up to pages).
+std::int64_t set_stride(const Op& op, const Shape& s);
+
+// Fills every array the op only reads with finite, normal, non-constant
+// values of either sign (magnitudes about 2^-7 to 2 whichever dtype the bits
+// are read as), so no timing meets a NaN or a subnormal. Arrays the op
+// writes are left as they are.
+void fill_inputs(const Op& op, const Shape& s, const std::vector<Tensors>& sets);
+
+// Cache sizes of CPU 0 from sysfs (0 when unknown).
+struct Caches {
+  std::int64_t l1d = 0, l2 = 0, l3 = 0;
+};
+Caches read_caches();
+
+// Where a footprint of `bytes` (touched again and again) can live: "L1",
+// "L2", "L3" or "DRAM", by the sizes sysfs reports.
+std::string residence(std::int64_t bytes, const Caches& c);
+
+// The ceilings at one working-set size, set count and thread count.
+struct Ceiling {
+  double copy_gbps = 0;      // (read + written bytes) / time of the better copy loop
+  double read_gbps = 0;      // read bytes / time of the read loop
+  std::string copy_method;   // "memcpy" or "vector" (whichever was faster)
+  double copy_median_s = 0;  // time of one copy of the whole working set
+};
+
+// Measures and remembers the machine's copy and read bandwidth for buffers
+// the size of an op's working set, rotated over as many sets as the op's
+// buffers are and split among the same threads, so the ceiling sees the same
+// caches the op does. Copy: each set is half source, half destination, one
+// copy per call; each thread copies its own contiguous part with memcpy and
+// with a vector loop (the faster counts). Read: each thread sums its part of
+// the whole set. A ceiling for t threads is the best of 1..t threads: a
+// ceiling is the most the machine can do, and a small copy is faster on one
+// thread than split.
+class Ceilings {
+ public:
+  Ceilings(Arena& arena, TimingConfig cfg) : arena_(arena), cfg_(cfg) {}
+  const Ceiling& at(std::int64_t working_set, std::int64_t sets, int threads);
+
+  // How many measurements have run (each overwrites part of the arena).
+  int measurements() const { return measurements_; }
+
+  // Every measurement taken, for the report: (working set, sets, threads).
+  const std::map<std::tuple<std::int64_t, std::int64_t, int>, Ceiling>& all() const { return done_; }
+
+ private:
+  Ceiling measure(std::int64_t working_set, std::int64_t sets, int threads);
+  Arena& arena_;
+  TimingConfig cfg_;
+  std::map<std::tuple<std::int64_t, std::int64_t, int>, Ceiling> done_;
+  int measurements_ = 0;
+};
+
+// The least time in which the traffic could move at these ceilings, as GB/s
+// of the traffic's total bytes. As many bytes as are written are paired
+// with as many read bytes and move at the copy bandwidth; the reads left
+// over move at the read bandwidth (and writes left over, unpaired, at the
+// copy bandwidth: a store streams its line in before writing it).
+double ceiling_gbps(const Traffic& t, const Ceiling& c);
+
+}  // namespace normkit::bench

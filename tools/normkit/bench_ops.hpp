@@ -1,0 +1,119 @@
+// normkit bench — the table of ops it times and the bytes each must move.
+//
+// Every op is described by the arrays it reads and the arrays it writes.
+// That one description decides both which buffers the bench allocates and
+// how many bytes the op must move, so the two cannot disagree.
+//
+// Shapes, as everywhere in normkit:
+//   x, residual, h, y, dy, dx : (rows, D)  activation dtype
+//   weight, bias, dweight, dbias : (D)     parameter dtype
+//   mean, rstd                : (rows)     f32
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string_view>
+
+#include "normkit/tensor.hpp"
+
+namespace normkit::bench {
+
+enum class Norm : std::uint8_t { layer, rms };
+enum class Pass : std::uint8_t {
+  forward,        // y = norm(x)
+  backward,       // dx (and dweight, dbias) from dy, x and the saved statistics
+  fused,          // h = x + residual, y = norm(h), in one call
+  add_then_norm,  // the same as two calls: an add, then the plain norm of h
+};
+
+std::string_view norm_name(Norm n);
+std::string_view pass_name(Pass p);
+
+// Every array an op may touch.
+enum class Array : std::uint8_t {
+  x, residual, h, y, dy, dx,       // (rows, D), activation dtype
+  weight, bias, dweight, dbias,    // (D), parameter dtype
+  mean, rstd,                      // (rows), f32
+};
+inline constexpr int kArrayCount = 12;
+
+constexpr bool is_activation(Array a) { return a <= Array::dx; }
+constexpr bool is_parameter(Array a) { return a >= Array::weight && a <= Array::dbias; }
+
+// A set of arrays as a bit mask.
+struct Arrays {
+  std::uint32_t bits = 0;
+  constexpr Arrays(std::initializer_list<Array> list) {
+    for (Array a : list) bits |= 1u << static_cast<unsigned>(a);
+  }
+  constexpr bool has(Array a) const { return (bits >> static_cast<unsigned>(a)) & 1u; }
+};
+
+struct Op {
+  std::string_view name;  // the public function timed ("add_then_*": an add, then that function)
+  Norm norm;
+  Pass pass;
+  Arrays reads;   // arrays the op must read once
+  Arrays writes;  // arrays the op must write once
+};
+
+// The ops the bench times. Forward ops save their statistics (the training
+// forward); backward ops produce every gradient. add_then_* reads h a second
+// time: that extra pass over h is exactly what the fused op saves.
+inline constexpr Op kOps[] = {
+    {"layer_norm", Norm::layer, Pass::forward,
+     {Array::x, Array::weight, Array::bias}, {Array::y, Array::mean, Array::rstd}},
+    {"rms_norm", Norm::rms, Pass::forward,
+     {Array::x, Array::weight}, {Array::y, Array::rstd}},
+    {"layer_norm_backward", Norm::layer, Pass::backward,
+     {Array::dy, Array::x, Array::mean, Array::rstd, Array::weight},
+     {Array::dx, Array::dweight, Array::dbias}},
+    {"rms_norm_backward", Norm::rms, Pass::backward,
+     {Array::dy, Array::x, Array::rstd, Array::weight}, {Array::dx, Array::dweight}},
+    {"add_layer_norm", Norm::layer, Pass::fused,
+     {Array::x, Array::residual, Array::weight, Array::bias},
+     {Array::h, Array::y, Array::mean, Array::rstd}},
+    {"add_rms_norm", Norm::rms, Pass::fused,
+     {Array::x, Array::residual, Array::weight}, {Array::h, Array::y, Array::rstd}},
+    {"add_then_layer_norm", Norm::layer, Pass::add_then_norm,
+     {Array::x, Array::residual, Array::h, Array::weight, Array::bias},
+     {Array::h, Array::y, Array::mean, Array::rstd}},
+    {"add_then_rms_norm", Norm::rms, Pass::add_then_norm,
+     {Array::x, Array::residual, Array::h, Array::weight}, {Array::h, Array::y, Array::rstd}},
+};
+
+// The op timed by a given norm and pass.
+const Op& find_op(Norm norm, Pass pass);
+
+// What one call works on.
+struct Shape {
+  std::int64_t rows = 0, D = 0;
+  DType act = DType::f32;    // x, residual, h, y, dy, dx
+  DType param = DType::f32;  // weight, bias, dweight, dbias
+};
+
+// Bytes of one array for a shape.
+std::int64_t array_bytes(Array a, const Shape& s);
+
+// The bytes an op must move at least: each array it reads, read once, and
+// each array it writes, written once. Caches and write-allocate may move
+// more; they cannot make the op move less.
+struct Traffic {
+  std::int64_t read = 0, written = 0;
+  std::int64_t total() const { return read + written; }
+};
+Traffic traffic(const Op& op, const Shape& s);
+
+// The bytes one call touches (each array counted once): the working set.
+std::int64_t working_set_bytes(const Op& op, const Shape& s);
+
+// Pointers to one set of arrays; an array the op does not use is null.
+struct Tensors {
+  std::array<std::byte*, kArrayCount> p{};
+  std::byte* operator[](Array a) const { return p[static_cast<std::size_t>(a)]; }
+};
+
+}  // namespace normkit::bench

@@ -1,0 +1,100 @@
+#include "bench_timing.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <vector>
+
+namespace normkit::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// CPU time used so far by all threads of this process.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Sample {
+  double per_call;  // wall seconds per call
+  double share;     // process CPU seconds / wall seconds
+};
+
+constexpr double kUndisturbed = 0.9;  // share relative to the full share
+constexpr int kFewestUndisturbed = 5;
+
+// The CPU share of an undisturbed sample: the upper quartile of the shares
+// seen (the maximum would let one odd sample disqualify all the others; the
+// quartile is right as long as a quarter of the samples ran undisturbed).
+double full_share_of(const std::vector<Sample>& samples) {
+  std::vector<double> shares;
+  for (const Sample& s : samples) shares.push_back(s.share);
+  const auto q = shares.begin() + static_cast<std::ptrdiff_t>(3 * (shares.size() - 1) / 4);
+  std::nth_element(shares.begin(), q, shares.end());
+  return *q;
+}
+
+}  // namespace
+
+Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingConfig& cfg) {
+  std::int64_t i = 0;
+
+  // Warm-up, which also estimates the time of one call.
+  constexpr int warmup = 3;
+  const auto w0 = Clock::now();
+  for (int k = 0; k < warmup; ++k) call(i++);
+  const double per_call = seconds_since(w0) / warmup;
+
+  Timing t;
+  t.calls_per_sample = static_cast<int>(
+      std::clamp(std::ceil(cfg.min_sample_seconds / std::max(per_call, 1e-9)), 1.0, 1e6));
+
+  std::vector<Sample> samples;
+  double full_share = 0;
+  const auto undisturbed = [&](const Sample& s) { return s.share >= kUndisturbed * full_share; };
+  const auto start = Clock::now();
+  while (static_cast<int>(samples.size()) < cfg.max_samples) {
+    // The CPU clock is read inside the timed interval, so a sample's share
+    // cannot exceed the number of threads that ran; its cost (a system
+    // call, ~0.5 µs) is why samples last at least min_sample_seconds.
+    const auto s0 = Clock::now();
+    const double cpu0 = process_cpu_seconds();
+    for (int k = 0; k < t.calls_per_sample; ++k) call(i++);
+    const double cpu = process_cpu_seconds() - cpu0;
+    const double wall = seconds_since(s0);
+    samples.push_back({wall / t.calls_per_sample, cpu / wall});
+    full_share = full_share_of(samples);
+
+    const double elapsed = seconds_since(start);
+    if (elapsed >= cfg.max_seconds) break;
+    if (elapsed < cfg.min_seconds || static_cast<int>(samples.size()) < cfg.min_samples) continue;
+    if (std::count_if(samples.begin(), samples.end(), undisturbed) >= cfg.min_samples) break;
+  }
+
+  std::vector<double> all, kept;
+  for (const Sample& s : samples) {
+    all.push_back(s.per_call);
+    if (undisturbed(s)) kept.push_back(s.per_call);
+  }
+  t.samples = static_cast<int>(all.size());
+  t.preempted = t.samples - static_cast<int>(kept.size());
+  t.median_all_s = median(all);
+  t.median_s = static_cast<int>(kept.size()) >= kFewestUndisturbed ? median(kept) : t.median_all_s;
+  t.min_s = *std::min_element(all.begin(), all.end());
+  return t;
+}
+
+}  // namespace normkit::bench

@@ -1,0 +1,44 @@
+// normkit bench — the one timing helper: warm-up, repeats, median.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace normkit::bench {
+
+struct TimingConfig {
+  double min_seconds = 0.25;         // keep sampling at least this long...
+  int min_samples = 21;              // ...until this many samples ran undisturbed
+  double max_seconds = 3.0;          // give up waiting for undisturbed samples here
+  int max_samples = 2001;            // and stop here, however short the call
+  double min_sample_seconds = 2e-4;  // batch calls until a sample lasts this long
+};
+
+struct Timing {
+  double median_s = 0;      // median time per call over the undisturbed samples
+  double median_all_s = 0;  // median time per call over every sample
+  double min_s = 0;         // fastest sample, per call
+  int samples = 0;          // every sample taken
+  int preempted = 0;        // samples left out as disturbed (see below)
+  int calls_per_sample = 0;
+};
+
+// Times call(i) for i = 0, 1, 2, ... The caller maps i to a buffer set
+// (i % sets), so consecutive calls rotate through the sets.
+//
+// Warm-up: 3 calls (cold instruction cache, lazy initialisation, thread
+// pool start-up). Page faults need no warm-up: the bench touches every page
+// of its buffers when it allocates them and fills the inputs just before.
+// Then samples of `calls_per_sample` consecutive calls, batched when one
+// call is shorter than 200 µs (the clocks read per sample cost ~1 µs).
+//
+// Other processes share this 2-core VM and take a core for milliseconds at
+// a time. So each sample also records the CPU time the process got; its
+// CPU share (CPU time / wall time) is about the number of threads busy. A
+// sample whose share is below 90% of the full share (the upper quartile of
+// the shares seen in this timing) had a thread descheduled: it is counted
+// as preempted and left out of the median. (If fewer than 5 samples were undisturbed by max_seconds, the
+// median is over every sample.) median_all_s keeps the unfiltered figure.
+Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingConfig& cfg);
+
+}  // namespace normkit::bench

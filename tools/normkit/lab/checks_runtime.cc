@@ -1,0 +1,311 @@
+// The checks about time and about the texts' numeric claims: Amdahl's law on
+// a measured transformer-like step, and each measurable claim of the texts.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "lab/check.hpp"
+#include "lab/numerics.hpp"
+#include "normkit/half.hpp"
+#include "normkit/threading.hpp"
+
+#ifdef NORMKIT_LAB_CBLAS
+#include <cblas.h>
+#endif
+
+namespace normkit::lab {
+
+namespace {
+
+// Overall speed-up when a part taking `share` of the time becomes `factor`
+// times faster (factor = ∞: free).
+double amdahl(double share, double factor) { return 1.0 / ((1.0 - share) + share / factor); }
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(Vec v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// c (m×n) = a (m×k) · b (k×n), row-major f32.
+void matmul(const float* a, const float* b, float* c, std::int64_t m, std::int64_t k, std::int64_t n) {
+#ifdef NORMKIT_LAB_CBLAS
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), 1.0f, a, static_cast<int>(k), b, static_cast<int>(n), 0.0f, c,
+              static_cast<int>(n));
+#else
+  std::fill(c, c + m * n, 0.0f);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t p = 0; p < k; ++p) {
+      const float aip = a[i * k + p];
+      for (std::int64_t j = 0; j < n; ++j) c[i * n + j] += aip * b[p * n + j];
+    }
+#endif
+}
+
+constexpr const char* kMatmul =
+#ifdef NORMKIT_LAB_CBLAS
+    "OpenBLAS sgemm";
+#else
+    "a plain triple loop (no CBLAS found at build time)";
+#endif
+
+// A claim of a text: reported, never failing the check.
+void claim(Recorder& rec, const std::string& name, const std::string& what, const std::string& measured,
+           const std::string& claimed, bool holds) {
+  rec.value(name + "_holds", holds ? 1.0 : 0.0);
+  rec.row(what, measured + (holds ? "  → holds" : "  → does NOT hold"), "text: " + claimed, std::nullopt);
+}
+
+// "≈ v" with the claim's last stated digit at `unit`: holds within one unit.
+bool approx(double measured, double claimed, double unit) { return std::fabs(measured - claimed) < unit; }
+
+}  // namespace
+
+void check_runtime_arithmetic(const Norms& norms, Recorder& rec) {
+  rec.near("amdahl_free_at_25_5pct", "speed-up ceiling if a 25.5% time share became free: 1/(1 − 0.255)",
+           amdahl(0.255, std::numeric_limits<double>::infinity()), 1.342, 5e-4);
+  rec.near("amdahl_10pct_2x", "speed-up when a 10% share runs 2× faster: 1/(0.9 + 0.1/2)", amdahl(0.10, 2.0),
+           1.053, 5e-4);
+
+  // A transformer-like FFN step in f32: n = Norm(x); a = relu(n·W1);
+  // x += a·W2 with W1 (D×4D), W2 (4D×D). The norm is timed on its own; the
+  // rest is everything else the step does.
+  const std::int64_t rows = 256, D = 512, F = 4 * D;
+  Rng rng(29);
+  std::vector<float> x(static_cast<std::size_t>(rows * D)), n(x.size()), o(x.size());
+  std::vector<float> a(static_cast<std::size_t>(rows * F)), w1(static_cast<std::size_t>(D * F)),
+      w2(static_cast<std::size_t>(F * D)), gain(static_cast<std::size_t>(D), 1.0f),
+      bias(static_cast<std::size_t>(D), 0.0f);
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  for (float& v : w1) v = static_cast<float>(rng.normal() / std::sqrt(static_cast<double>(D)));
+  for (float& v : w2) v = static_cast<float>(rng.normal() / std::sqrt(static_cast<double>(F)));
+  rec.row("timed step", "rows " + std::to_string(rows) + ", D " + std::to_string(D) + ", FFN D×4D, f32, one thread",
+          std::string("matmuls by ") + kMatmul, std::nullopt);
+  // One thread for both the norm and the matmuls: two thread pools (OpenMP's
+  // and OpenBLAS's) on the same cores wait on each other's spinning threads,
+  // and that contention, not either kernel, would dominate the timings.
+  const int normkit_threads = num_threads();
+  set_num_threads(1);
+#ifdef NORMKIT_LAB_CBLAS
+  const int blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+#endif
+
+  for (const Kind kind : {Kind::rms, Kind::layer}) {
+    const std::string k = kind_tag(kind), K = kind_name(kind);
+    Vec t_norm, t_rest;
+    for (int rep = 0; rep < 17; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (kind == Kind::rms)
+        norms.rms_norm(matrix(x.data(), rows, D), vector(gain.data(), D), 1e-6, matrix(n.data(), rows, D), {});
+      else
+        norms.layer_norm(matrix(x.data(), rows, D), vector(gain.data(), D), vector(bias.data(), D), 1e-5,
+                         matrix(n.data(), rows, D), {}, {});
+      const double tn = seconds_since(t0);
+      const auto t1 = std::chrono::steady_clock::now();
+      matmul(n.data(), w1.data(), a.data(), rows, D, F);
+      for (float& v : a) v = std::max(v, 0.0f);
+      matmul(a.data(), w2.data(), o.data(), rows, F, D);
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      const double tr = seconds_since(t1);
+      if (rep >= 2) {  // the first two warm caches and thread pools
+        t_norm.push_back(tn);
+        t_rest.push_back(tr);
+      }
+    }
+    const double tn = median(t_norm), tr = median(t_rest);
+    const double share = tn / (tn + tr);
+    // FLOPs: RMSNorm 4 per element (square, add, ×rstd, ×gain), LayerNorm 7
+    // (add, subtract, square, add, ×rstd, ×gain, +bias); two matmuls
+    // 2·rows·D·F each, relu rows·F, residual add rows·D.
+    const double elems = static_cast<double>(rows * D);
+    const double norm_flops = (kind == Kind::rms ? 4.0 : 7.0) * elems;
+    const double rest_flops = 4.0 * elems * static_cast<double>(F) + static_cast<double>(rows * F) + elems;
+    const double flop_share = norm_flops / (norm_flops + rest_flops);
+    rec.note(k + "_step_norm_seconds", K + ": median time of the norm", tn, "seconds");
+    rec.note(k + "_step_rest_seconds", K + " step: median time of the rest (matmuls, relu, residual)", tr, "seconds");
+    rec.is_true(k + "_step_timed", K + " step: both times measured, finite and positive",
+                std::isfinite(share) && tn > 0 && tr > 0, "yes");
+    rec.note(k + "_time_share", K + ": measured share of the step's time", share, "from the medians above");
+    rec.note(k + "_flop_share", K + ": share of the step's FLOPs", flop_share, "counted");
+    rec.note(k + "_amdahl_ceiling", K + ": speed-up ceiling if the norm were free, 1/(1 − time share)",
+             amdahl(share, std::numeric_limits<double>::infinity()), "Amdahl on the measured share");
+    rec.note(k + "_amdahl_ceiling_from_flops", K + ": the same ceiling predicted from the FLOP share",
+             amdahl(flop_share, std::numeric_limits<double>::infinity()), "what FLOP counting would predict");
+    rec.at_least(k + "_time_over_flop_share", K + ": time share / FLOP share", share / flop_share, 1.0);
+  }
+  set_num_threads(normkit_threads);
+#ifdef NORMKIT_LAB_CBLAS
+  openblas_set_num_threads(blas_threads);
+#endif
+}
+
+void check_seed_claims(const Norms& norms, Recorder& rec) {
+  // --- 001: cosine similarity of LayerNorm and RMSNorm outputs. The text's
+  // code: x = randn(32, 2048, 4096) in bf16, both norms on x.float(), the
+  // outputs cast to bf16; "typically 0.98–0.99". Here 256 rows of 4096
+  // (the cosine is a per-row mean, so fewer rows only add sampling noise).
+  {
+    const std::int64_t rows = 256, D = 4096;
+    Rng rng(31);
+    for (const double mean : {0.0, 1.0}) {
+      const std::string m = mean == 0.0 ? "zero_mean" : "mean_1";
+      const Array x16(DType::bf16, rows, D, rng.normals(rows * D, mean, 1.0));
+      const Array x32(DType::f32, rows, D, x16.values());
+      const ForwardRun ln = forward(norms, Kind::layer, x32, nullptr, nullptr, 1e-5);
+      const ForwardRun rms = forward(norms, Kind::rms, x32, nullptr, nullptr, 1e-6);
+      const Array ln16(DType::bf16, rows, D, ln.y.values()), rms16(DType::bf16, rows, D, rms.y.values());
+      // Exactly, LN(x) ∝ x − μ1 and RMS(x) ∝ x, so cos = cos(x − μ1, x)
+      // whatever eps is. Rounding moves each output's direction by at most
+      // ρ = u_bf16 + ‖bound‖/‖y‖ radians, so the cosine by at most ρ_ln + ρ_rms.
+      double measured = 0, predicted = 0, tol = 0;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const Vec a = ln16.row(r), b = rms16.row(r), xr = x16.row(r);
+        measured += dot(a, b) / (norm2(a) * norm2(b)) / static_cast<double>(rows);
+        double mu = 0;
+        for (const double v : xr) mu += v / static_cast<double>(D);
+        Vec c = xr;
+        for (double& v : c) v -= mu;
+        predicted += dot(c, xr) / (norm2(c) * norm2(xr)) / static_cast<double>(rows);
+        const Vec bl(ln.bound.begin() + r * D, ln.bound.begin() + (r + 1) * D);
+        const Vec br(rms.bound.begin() + r * D, rms.bound.begin() + (r + 1) * D);
+        const Vec yl(ln.ref.y.begin() + r * D, ln.ref.y.begin() + (r + 1) * D);
+        const Vec yr(rms.ref.y.begin() + r * D, rms.ref.y.begin() + (r + 1) * D);
+        tol += (2.0 * 0x1p-8 + norm2(bl) / norm2(yl) + norm2(br) / norm2(yr)) / static_cast<double>(rows);
+      }
+      rec.near("cosine_" + m, "mean cosine(LayerNorm, RMSNorm), bf16, 256×4096, inputs N(" + fmt(mean) + ", 1)",
+               measured, predicted, tol);
+      if (mean == 0.0)
+        claim(rec, "claim_cosine_0.98_to_0.99", "001: the mean cosine on randn inputs is typically 0.98–0.99",
+              fmt(measured), "0.98–0.99", measured >= 0.98 && measured <= 0.99);
+      claim(rec, "claim_very_similar_" + m,
+            "001: LayerNorm and RMSNorm outputs are very similar (cosine ≥ 0.98), inputs N(" + fmt(mean) + ", 1)",
+            fmt(measured), "very similar", measured >= 0.98);
+    }
+    // "identical outputs when the mean of x is zero": x = (v, −v) has mean 0.
+    const std::int64_t Dz = 64;
+    Vec v = rng.normals(Dz / 2);
+    for (std::int64_t j = 0; j < Dz / 2; ++j) v.push_back(-v[j]);
+    const Array xz(DType::f32, v);
+    const ForwardRun ln = forward(norms, Kind::layer, xz, nullptr, nullptr, 1e-5);
+    const ForwardRun rms = forward(norms, Kind::rms, xz, nullptr, nullptr, 1e-5);
+    double worst = 0;
+    for (std::size_t j = 0; j < v.size(); ++j) {
+      const auto i = static_cast<std::int64_t>(j);
+      worst = std::max(worst, std::fabs(ln.y.get(i) - rms.y.get(i)) / (ln.bound[j] + rms.bound[j]));
+    }
+    claim(rec, "claim_identical_at_zero_mean",
+          "001: LayerNorm and RMSNorm give identical outputs for zero-mean x (same eps), f32",
+          "max |Δ| = " + fmt(worst, 3) + "× the rounding budget", "identical", worst <= 1.0);
+  }
+
+  // --- 001: RMSNorm's speed-up over LayerNorm. The text's shape is
+  // (32, 2048, 4096) in bf16, 1000 iterations, on an A100, "~1.06–1.10×".
+  // Here: D = 4096 and bf16 kept, rows scaled from 65,536 to 2,048 (1/32, so
+  // a run takes milliseconds: 16 MiB in + 16 MiB out per call), medians of
+  // 15 interleaved calls after 2 warm-ups.
+  {
+    const std::int64_t rows = 2048, D = 4096;
+    Rng rng(37);
+    const Array x(DType::bf16, rows, D, rng.normals(rows * D));
+    const Array w(DType::bf16, Vec(D, 1.0)), b(DType::bf16, Vec(D, 0.0));
+    Array y(DType::bf16, rows, D);
+    Vec t_ln, t_rms;
+    for (int rep = 0; rep < 17; ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      norms.layer_norm(x.mat(), w.vec(), b.vec(), 1e-5, y.mat(), {}, {});
+      const double tl = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      norms.rms_norm(x.mat(), w.vec(), 1e-6, y.mat(), {});
+      const double tr = seconds_since(t0);
+      if (rep >= 2) {
+        t_ln.push_back(tl);
+        t_rms.push_back(tr);
+      }
+    }
+    const double tl = median(t_ln), tr = median(t_rms);
+    const double bytes = 2.0 * static_cast<double>(rows * D) * 2.0;  // read x, write y, bf16
+    rec.value("bench_ln_ms", tl * 1e3);
+    rec.row("LayerNorm forward, bf16, 2048×4096, median of 15", fmt(tl * 1e3, 4) + " ms (" + fmt(bytes / tl / 1e9, 3) + " GB/s)",
+            "time, reported", std::nullopt);
+    rec.value("bench_rms_ms", tr * 1e3);
+    rec.row("RMSNorm forward, bf16, 2048×4096, median of 15", fmt(tr * 1e3, 4) + " ms (" + fmt(bytes / tr / 1e9, 3) + " GB/s)",
+            "time, reported", std::nullopt);
+    const double speedup = tl / tr;
+    rec.value("rms_speedup_over_ln", speedup);
+    claim(rec, "claim_rms_speedup_1.06_to_1.10", "001: RMSNorm's speed-up over LayerNorm (A100: ~1.06–1.10×)",
+          fmt(speedup, 3) + "×", "~1.06–1.10×", speedup >= 1.06 && speedup <= 1.10);
+    const double saved = 1.0 - tr / tl;
+    claim(rec, "claim_rms_saves_5_to_10pct", "001: dropping one reduction saves roughly 5–10% of the latency",
+          fmt(100.0 * saved, 3) + "%", "5–10%", saved >= 0.05 && saved <= 0.10);
+  }
+
+  // --- 001: float16's smallest normal and subnormal ("~6e-8" for both).
+  {
+    const double min_normal = to_float(half_t{0x0400});
+    const double min_subnormal = to_float(half_t{0x0001});
+    rec.near("f16_min_normal", "f16 smallest positive normal, to_float(0x0400)", min_normal, 0x1p-14, 0.0);
+    rec.near("f16_min_subnormal", "f16 smallest positive subnormal, to_float(0x0001)", min_subnormal, 0x1p-24, 0.0);
+    // The conversions agree: these values round-trip, the largest subnormal
+    // sits just below the smallest normal, and half the smallest subnormal
+    // rounds (to even) to zero.
+    const bool round_trip = to_f16(static_cast<float>(min_normal)).bits == 0x0400 &&
+                            to_f16(static_cast<float>(min_subnormal)).bits == 0x0001 &&
+                            to_float(half_t{0x03ff}) < min_normal && to_f16(0x1p-25f).bits == 0;
+    rec.is_true("f16_limits_round_trip", "to_f16 maps them back; 0x03ff < min normal; to_f16(2⁻²⁵) = 0", round_trip,
+                "yes");
+    claim(rec, "claim_f16_min_normal_6e-8", "001: f16's smallest positive normal is ~6e-8", fmt(min_normal, 4),
+          "~6e-8", approx(min_normal, 6e-8, 1e-8));
+    claim(rec, "claim_f16_min_subnormal_6e-8", "001: f16's smallest subnormal is ~6e-8", fmt(min_subnormal, 4),
+          "~6e-8", approx(min_subnormal, 6e-8, 1e-8));
+    // 001: bf16 has float32's exponent range.
+    const double bf16_min_normal = to_float(bfloat16_t{0x0080}), bf16_max = to_float(bfloat16_t{0x7f7f});
+    const bool same_range = bf16_min_normal == static_cast<double>(std::numeric_limits<float>::min()) &&
+                            std::ilogb(bf16_max) == std::ilogb(std::numeric_limits<float>::max());
+    rec.value("bf16_min_normal", bf16_min_normal);
+    rec.value("bf16_max", bf16_max);
+    claim(rec, "claim_bf16_f32_exponent_range", "001: bf16 has the same exponent range as f32",
+          "min normal " + fmt(bf16_min_normal, 4) + ", max " + fmt(bf16_max, 4), "same range as f32", same_range);
+  }
+
+  // --- Parameter counts: the sizes the API takes for one norm at D = 4096.
+  {
+    const std::int64_t D = 4096;
+    const Array x(DType::f32, 1, D, Vec(D, 1.0)), w(DType::f32, Vec(D, 1.0)), b(DType::f32, Vec(D, 0.0));
+    Array y(DType::f32, 1, D);
+    norms.layer_norm(x.mat(), w.vec(), b.vec(), 1e-5, y.mat(), {}, {});  // throws unless both take D
+    norms.rms_norm(x.mat(), w.vec(), 1e-6, y.mat(), {});
+    const double ln_params = static_cast<double>(w.size() + b.size()), rms_params = static_cast<double>(w.size());
+    const double ln_total = 64.0 * ln_params, rms_total = 65.0 * rms_params;
+    rec.near("ln_params_per_norm_4096", "LayerNorm parameters per norm at D = 4096 (gain + bias)", ln_params, 8192,
+             0.0);
+    claim(rec, "claim_64_ln_norms_524288", "001: 32 layers × 2 LayerNorms × 8,192 = 524,288 parameters",
+          fmt(ln_total, 9), "524,288", ln_total == 524288.0);
+    claim(rec, "claim_ln_norm_share_0.006pct", "001: … 0.006% of an 8B model", fmt(100.0 * ln_total / 8e9, 3) + "%",
+          "0.006% (within one unit of the last digit)", approx(100.0 * ln_total / 8e9, 0.006, 0.001));
+    claim(rec, "claim_65_rms_norms_266240", "001: Llama 3 8B, 65 RMSNorms × 4,096 = 266,240 parameters",
+          fmt(rms_total, 9), "266,240", rms_total == 266240.0);
+    claim(rec, "claim_rms_norm_share_0.003pct", "001: … about 0.003% of 8 billion",
+          fmt(100.0 * rms_total / 8e9, 3) + "%", "0.003%", approx(100.0 * rms_total / 8e9, 0.003, 0.001));
+  }
+
+  // --- 001: 30.84M GPU-hours × 3% (normalization) × 5% speed-up ≈ 46,000.
+  {
+    const double less_time = 30.84e6 * 0.03 * 0.05;                // the norm's time falls by 5%
+    const double faster = 30.84e6 * 0.03 * (1.0 - 1.0 / 1.05);     // the norm runs 1.05× as fast
+    claim(rec, "claim_gpu_hours_46000_time_5pct_less",
+          "001: ~46,000 GPU-hours saved, reading '5% speed-up' as 5% less norm time", fmt(less_time, 6), "~46,000",
+          approx(less_time, 46000, 1000));
+    claim(rec, "claim_gpu_hours_46000_1.05x",
+          "001: ~46,000 GPU-hours saved, reading '5% speed-up' as a 1.05× faster norm", fmt(faster, 6), "~46,000",
+          approx(faster, 46000, 1000));
+  }
+}
+
+}  // namespace normkit::lab
