@@ -17,7 +17,7 @@
 // Input layout (bytes past the end read as 0), see fuzz/make_corpus.py:
 //   0 op           1 rows        2 D           3 x dtype      4 presence flags
 //   5 extra flags  6 eps         7 w. offset   8 stride pads  9 broken arg
-//   10 how broken  11 alias out  12 alias into 13 alias offset 14 threads
+//   10 how broken  11 alias out  12 alias into 13 alias offset 14 threads, SIMD target
 //   15 value class 16-23 value seed
 //   then 3-byte special-value injections: (argument, element, kind) …
 #include <cmath>
@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "buffers.hpp"
+#include "cpu/introspect.hpp"
 #include "normkit/normkit.hpp"
 #include "reference.hpp"
 #include "tolerance.hpp"
@@ -61,6 +62,13 @@ class Bytes {
 };
 
 std::string g_call;  // the call being checked, for the report
+
+// A double for a report: all significant digits, any magnitude.
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "normkit_fuzz: %s\n  call: %s\n", what.c_str(), g_call.c_str());
@@ -107,12 +115,34 @@ std::size_t span_bytes(const Arg& a) {
   return static_cast<std::size_t>((a.rows - 1) * a.stride + a.cols) * esize(a.dtype);
 }
 
-double largest(DType t) {
+// NORMKIT_FUZZ_AVOID_KNOWN=1 keeps f32 and bf16 values below a quarter of
+// f32's largest value, to look past the open bugs of docs/numerics.md §7
+// (both need |x − mean| or Σx beyond f32's range) in a long run. Unset, the
+// harness holds the library to the whole contract.
+bool avoid_known() {
+  static const bool on = std::getenv("NORMKIT_FUZZ_AVOID_KNOWN") != nullptr;
+  return on;
+}
+
+// The largest finite value of dtype t.
+double max_finite(DType t) {
   switch (t) {
     case DType::f64: return std::numeric_limits<double>::max();
     case DType::f32: return std::numeric_limits<float>::max();
     case DType::f16: return 65504.0;
     case DType::bf16: return 3.3895313892515355e38;
+  }
+  return 0;
+}
+
+// The largest finite value generated for dtype t.
+double largest(DType t) {
+  const double f32_max = avoid_known() ? std::numeric_limits<float>::max() / 4 : std::numeric_limits<float>::max();
+  switch (t) {
+    case DType::f64: return std::numeric_limits<double>::max();
+    case DType::f32: return f32_max;
+    case DType::f16: return 65504.0;
+    case DType::bf16: return avoid_known() ? 0x1.fep125 : 3.3895313892515355e38;
   }
   return 0;
 }
@@ -154,8 +184,8 @@ Call decode(Bytes& in) {
   const std::uint8_t db = in.u8();
   static const std::int64_t wide[] = {0, 1, 127, 128, 129, 255, 256, 257, 1000, 4097};
   c.D = db < 200 ? db % 66 : wide[db % 10];
-  const std::uint8_t tb = in.u8();
-  c.act = static_cast<DType>(tb % 8 < 6 ? tb % 4 : 4 + tb % 200);  // mostly valid, sometimes not
+  const std::uint8_t xb = in.u8();
+  c.act = static_cast<DType>(xb % 8 < 6 ? xb % 4 : 4 + xb % 200);  // mostly valid, sometimes not
   const std::uint8_t pres = in.u8(), extra = in.u8();
   c.eps = pick_double(in, {1e-5, 1e-6, 0.0, 1.0, 1e-12, 1e10, -0.0, 0x1p-1074, -1e-5,
                            std::numeric_limits<double>::quiet_NaN(), INFINITY, -INFINITY, 1e-300, 0.5});
@@ -216,6 +246,10 @@ Call decode(Bytes& in) {
   // weight_offset is only meaningful with a weight; keep it 0 without one
   // unless the input explicitly asks for the invalid combination.
   if (!c.a[W].present && !(extra & 8)) c.offset = 0.0;
+  // Open finding: a finite weight_offset beyond f32's range is accepted for
+  // f32/16-bit activations and becomes ±Inf in the f32 arithmetic (so a
+  // row where x̂ is 0 gives 0·Inf = NaN where the exact gain gives 0).
+  if (avoid_known() && c.act != DType::f64 && std::abs(c.offset) > 1e38 && std::isfinite(c.offset)) c.offset = 1e30;
 
   // One broken argument.
   const std::uint8_t which = in.u8(), how = in.u8();
@@ -295,7 +329,13 @@ Call decode(Bytes& in) {
       }
     }
   }
-  nk::set_num_threads(in.u8() % 4);
+  // Thread count (low 2 bits) and the SIMD target the kernels dispatch to
+  // (the rest): every target compiled in and supported here gets fuzzed,
+  // not only the best one.
+  const std::uint8_t tb = in.u8();
+  nk::set_num_threads(tb % 4);
+  static const std::vector<std::int64_t> targets = nk::detail::cpu_targets();
+  nk::detail::force_cpu_target(targets.empty() ? 0 : targets[(tb / 4) % targets.size()]);
 
   // Values.
   const std::uint8_t cls = in.u8();
@@ -384,7 +424,7 @@ std::string describe(const Call& c) {
   static const char* slot[] = {"x", "residual", "dy", "dh_out", "weight", "bias", "mean", "rstd",
                                "y", "h", "dx", "dweight", "dbias"};
   std::string s = std::string(op_name(c.op)) + " rows=" + std::to_string(c.rows) + " D=" + std::to_string(c.D) +
-                  " eps=" + std::to_string(c.eps) + " offset=" + std::to_string(c.offset) +
+                  " eps=" + num(c.eps) + " offset=" + num(c.offset) +
                   (c.stats_garbage ? " garbage-stats" : "");
   for (int k = 0; k < kSlots; ++k) {
     const Arg& a = c.a[k];
@@ -395,11 +435,11 @@ std::string describe(const Call& c) {
          (a.null_data ? " null" : "") + (a.device != nk::Device::cpu ? " cuda" : "") + " buffer " +
          std::to_string(a.arena) + " +" + std::to_string(a.offset);
     if (a.arena >= 0 && a.present && !a.null_data && valid_dtype(a.dtype) && a.rows > 0 && a.cols > 0 && a.rows <= 8 &&
-        a.cols <= 16 && a.stride <= 64) {
+        a.cols <= (std::getenv("NORMKIT_FUZZ_VERBOSE") ? 4096 : 16) && a.stride <= 4096) {
       s += " [";
       for (std::int64_t r = 0; r < a.rows; ++r)
         for (std::int64_t j = 0; j < a.cols; ++j)
-          s += std::to_string(nk::reference::load(c.arenas[a.arena].data() + a.offset, a.dtype, r * a.stride + j)) +
+          s += num(nk::reference::load(c.arenas[a.arena].data() + a.offset, a.dtype, r * a.stride + j)) +
                (j + 1 < a.cols ? " " : r + 1 < a.rows ? " | " : "");
       s += "]";
     }
@@ -525,27 +565,42 @@ double as_stored(double v, DType t) {
 // budget (skipped where the budget's own scale passes the arithmetic's range,
 // when intermediate overflow is the honest answer), a non-finite one matched
 // (for statistics, any non-finite value).
-void compare(const char* what, const std::vector<double>& got, std::vector<double> ref, std::vector<double> scale,
-             DType out, DType acc, double g, bool statistic, const std::vector<bool>* row_checked = nullptr,
-             std::int64_t D = 1) {
-  const double limit = largest(acc == DType::f64 ? DType::f64 : DType::f32) / 64;
+void compare(const char* what, const std::vector<double>& got, const std::vector<double>& ref,
+             const std::vector<double>& scale, DType out, DType acc, double g,
+             const std::vector<bool>* row_checked = nullptr, std::int64_t D = 1) {
+  const double limit =
+      (acc == DType::f64 ? std::numeric_limits<double>::max() : double{std::numeric_limits<float>::max()}) / 64;
+  const double out_max = max_finite(out);
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (row_checked && !(*row_checked)[i / static_cast<std::size_t>(D)]) continue;
     // Beyond the arithmetic's range the intermediate may honestly overflow.
     if (std::isfinite(scale[i]) && std::abs(scale[i]) > limit) continue;
-    ref[i] = as_stored(ref[i], out);
-    const bool ok_class = std::isfinite(ref[i])  ? std::isfinite(got[i])
-                          : statistic            ? !std::isfinite(got[i])
-                          : std::isnan(ref[i])   ? std::isnan(got[i])
-                                                 : got[i] == ref[i];
-    if (!ok_class)
-      die(std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(got[i]) + ", reference " +
-          std::to_string(ref[i]));
-    if (!std::isfinite(ref[i]) || !std::isfinite(scale[i])) continue;
+    auto fail = [&](const std::string& why) {
+      die(std::string(what) + "[" + std::to_string(i) + "] = " + num(got[i]) + ", reference " + num(ref[i]) + ": " +
+          why);
+    };
+    // A non-finite reference needs a non-finite result. Which of NaN and
+    // ±Inf is not held to the oracle's here: it can hinge on whether an
+    // intermediate underflowed to 0 before meeting an Inf (x̂·Inf is Inf,
+    // 0·Inf is NaN); tests/cpp/test_nonfinite.cc asserts the documented
+    // patterns for NaN/Inf in x exactly.
+    if (!std::isfinite(ref[i])) {
+      if (std::isfinite(got[i])) fail("expected a non-finite value");
+      continue;
+    }
+    // A finite reference whose budget is not finite (a row whose statistics
+    // are non-finite, e.g. RMSNorm of a row holding Inf, where rstd = 0): a
+    // finite result, unless the exact value itself rounds past the range.
+    if (!std::isfinite(scale[i])) {
+      if (!std::isfinite(got[i]) && std::abs(ref[i]) <= out_max) fail("expected a finite value");
+      continue;
+    }
+    // Otherwise within the budget — or non-finite where the budget reaches
+    // past the output's range (the exact value may round to ±Inf).
     const double b = nk::test::budget(out, acc, g, ref[i], scale[i]);
-    if (!(std::abs(got[i] - ref[i]) <= b))
-      die(std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(got[i]) + ", reference " +
-          std::to_string(ref[i]) + ", budget " + std::to_string(b));
+    if (std::abs(got[i] - ref[i]) <= b) continue;
+    if (!std::isfinite(got[i]) && std::abs(ref[i]) + b > out_max) continue;
+    fail("budget " + num(b));
   }
 }
 
@@ -556,10 +611,37 @@ void check_values(const Call& c, const Arenas& before) {
   const Arenas& after = c.arenas;
   const nk::ConstVector w = cvec(c, W, before), b = layer ? cvec(c, B, before) : nk::ConstVector{};
   std::vector<double> gain = nk::reference::to_double(w, D, 1.0);
-  if (w.present())
+  if (w.present() && !layer)  // LayerNorm has no weight_offset
     for (double& g : gain) g += c.offset;
   const std::vector<double> shift = nk::reference::to_double(b, D, 0.0);
   const DType act = c.act;
+  // Rows the oracle can judge: its arithmetic is double, so f64 rows with
+  // |x| beyond ~1e154/√D overflow its own squares, and rows below ~1e-154
+  // underflow them (which matters when eps does not dominate). The kernels
+  // rescale such rows; the oracle does not. Those rows are not value-checked.
+  const double eps_used = is_bwd(c.op) ? (std::isfinite(c.eps) && c.eps >= 0 ? c.eps : 1e-5) : c.eps;
+  auto judgeable = [&](const std::vector<double>& xin) {
+    std::vector<bool> ok(static_cast<std::size_t>(rows), true);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double amax = 0, amin = INFINITY;
+      for (std::int64_t j = 0; j < D; ++j) {
+        const double v = xin[static_cast<std::size_t>(r * D + j)];
+        amax = std::max(amax, std::abs(v));
+        amin = std::min(amin, std::abs(v));
+      }
+      if (act == DType::f64 && (amax > 1e150 || (amax < 1e-145 && eps_used < 1e-250))) ok[r] = false;
+      // The open bug of docs/numerics.md §7: a row of zero variance (LayerNorm:
+      // one value; RMSNorm: zeros) whose 1/√(eps·scale²) passes the
+      // arithmetic's range — its sum overflows, or eps is tiny — gives NaN
+      // (0·Inf) instead of the bias / 0.
+      const bool zero_var = layer ? amax == amin : amax == 0;
+      if (avoid_known() && zero_var &&
+          (static_cast<double>(D) * amax > 1e37 || (act == DType::f64 && eps_used < 1e-250) ||
+           (act != DType::f64 && eps_used < 1e-20)))
+        ok[r] = false;
+    }
+    return ok;
+  };
 
   if (!is_bwd(c.op)) {
     // The norm's input: x, or h as the kernel stored it (checked first).
@@ -572,18 +654,20 @@ void check_values(const Call& c, const Arenas& before) {
         href[i] = xv[i] + rv[i];
         hscale[i] = std::abs(href[i]);
       }
-      compare("h", values(c, H, after), href, hscale, c.a[H].dtype, act, 0.25, false);
+      compare("h", values(c, H, after), href, hscale, c.a[H].dtype, act, 0.25);
       xin_view = cmat(c, H, after);
     }
     xin = nk::reference::to_double(xin_view);
     const nk::reference::Forward ref =
         layer ? nk::reference::layer_norm(xin_view, w, b, c.eps) : nk::reference::rms_norm(xin_view, w, c.eps, c.offset);
     const nk::test::Scales s = nk::test::scales(xin, nullptr, rows, D, gain, shift, ref, layer, act);
-    compare("y", values(c, Y, after), ref.y, s.y, act, act, growth(D), false);
+    const std::vector<bool> ok = judgeable(xin);
+    compare("y", values(c, Y, after), ref.y, s.y, act, act, growth(D), &ok, D);
     const nk::test::StatScales ss = nk::test::stat_scales(xin, rows, D, ref, act);
-    if (c.a[RSTD].present) compare("rstd", values(c, RSTD, after), ref.rstd, ss.rstd, c.a[RSTD].dtype, act, growth(D), true);
+    if (c.a[RSTD].present)
+      compare("rstd", values(c, RSTD, after), ref.rstd, ss.rstd, c.a[RSTD].dtype, act, growth(D), &ok, 1);
     if (layer && c.a[MEAN].present)
-      compare("mean", values(c, MEAN, after), ref.mean, ss.mean, c.a[MEAN].dtype, act, growth(D), true);
+      compare("mean", values(c, MEAN, after), ref.mean, ss.mean, c.a[MEAN].dtype, act, growth(D), &ok, 1);
     return;
   }
 
@@ -602,28 +686,53 @@ void check_values(const Call& c, const Arenas& before) {
   nk::test::Scales s = nk::test::scales(xin, &dy, rows, D, gain, shift, fref, layer, act);
   // The stored statistics were rounded to their dtype: for f32 an extra
   // relative 2^-24 in rstd and u·|mean| in the mean, both inside one growth·u.
+  // dx is rstd times a sum of terms of size |g·dy|: when those pass the
+  // arithmetic's range before the multiplication by rstd brings them back,
+  // the bound does not apply (huge dy with huge gains); such elements are
+  // skipped like the forward's (scale past the limit).
+  // The same for the terms inside the row sums (g·x̂ for one large gain).
+  const double range = act == DType::f64 ? std::numeric_limits<double>::max() : double{std::numeric_limits<float>::max()};
+  std::vector<bool> terms_in_range(static_cast<std::size_t>(rows), true);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double mu = layer ? fref.mean[r] : 0.0;
+    for (std::int64_t j = 0; j < D; ++j) {
+      const std::size_t i = static_cast<std::size_t>(r * D + j);
+      const double term = std::abs(gain[j] * dy[i]) * (1 + std::abs((xin[i] - mu) * fref.rstd[r]));
+      if (term > range / 64) terms_in_range[r] = false;
+      double& sc = s.dx[i];
+      if (fref.rstd[r] > 0 && sc / fref.rstd[r] > range / 64) sc = std::numeric_limits<double>::max();
+    }
+  }
   if (is_fused(c.op) && c.a[DHOUT].present) {
     const std::vector<double> dho = values(c, DHOUT, before);
+    if (std::getenv("NORMKIT_FUZZ_VERBOSE"))
+      for (std::size_t i = 0; i < 20 && i < dho.size(); ++i)
+        std::fprintf(stderr, "  dx_ref[%zu] = %.9g, dh_out = %.9g, scale %.9g\n", i, ref.dx[i], dho[i], s.dx[i]);
     for (std::size_t i = 0; i < dho.size(); ++i) {
       ref.dx[i] += dho[i];
       s.dx[i] += std::abs(dho[i]);
     }
   }
-  // Rows whose exact rstd is beyond the stored dtype (eps = 0 on a tiny
-  // row) were handed an Inf: not the oracle's statistics, not checked.
-  std::vector<bool> row_ok(static_cast<std::size_t>(rows), true);
+  // Rows whose exact rstd is beyond the stored dtype's normal range (eps = 0
+  // on a tiny row: Inf; a huge eps: 0 or subnormal) were handed a statistic
+  // that has lost its digits: not the forward's information, not checked.
+  std::vector<bool> row_ok = judgeable(xin);
   bool all_ok = true;
+  const DType st = c.a[RSTD].dtype;
+  const double st_min = st == DType::f64 ? 0x1p-1022 : 0x1p-126;
   for (std::int64_t r = 0; r < rows; ++r) {
-    row_ok[r] = std::isfinite(as_stored(fref.rstd[r], c.a[RSTD].dtype)) || !std::isfinite(fref.rstd[r]);
+    const double exact = fref.rstd[r], stored = as_stored(exact, st);
+    const bool kept = !std::isfinite(exact) || exact == 0 || (std::isfinite(stored) && std::abs(exact) >= st_min);
+    row_ok[r] = row_ok[r] && kept && terms_in_range[r];
     all_ok = all_ok && row_ok[r];
   }
-  compare(is_fused(c.op) ? "dh" : "dx", values(c, DX, after), ref.dx, s.dx, c.a[DX].dtype, act, growth(D), false,
+  compare(is_fused(c.op) ? "dh" : "dx", values(c, DX, after), ref.dx, s.dx, c.a[DX].dtype, act, growth(D),
           &row_ok, D);
   if (!all_ok) return;
   if (c.a[DW].present)
-    compare("dweight", values(c, DW, after), ref.dweight, s.dweight, c.a[DW].dtype, act, growth(D) + growth(rows), false);
+    compare("dweight", values(c, DW, after), ref.dweight, s.dweight, c.a[DW].dtype, act, growth(D) + growth(rows));
   if (layer && c.a[DB].present)
-    compare("dbias", values(c, DB, after), ref.dbias, s.dbias, c.a[DB].dtype, act, growth(rows), false);
+    compare("dbias", values(c, DB, after), ref.dbias, s.dbias, c.a[DB].dtype, act, growth(rows));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdio>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -35,6 +36,13 @@ std::vector<Case> cases_for(DType x) {
 
 using Gen = std::function<double(std::int64_t r, std::int64_t j)>;
 
+// A double for a trace message, in any magnitude.
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
 Buffer make(DType t, std::int64_t rows, std::int64_t D, const Gen& gen) {
   Buffer b(t, rows, D);
   for (std::int64_t r = 0; r < rows; ++r)
@@ -56,7 +64,7 @@ std::vector<double> as_stored(std::vector<double> v, DType t) {
 // The kernels' forward of case c on x, checked against the oracle: y with the
 // documented bound, mean and rstd with the statistics' budget above.
 void expect_forward(const Case& c, const Buffer& x, const Params& p, double eps) {
-  SCOPED_TRACE(name_of(c) + " forward, eps=" + std::to_string(eps));
+  SCOPED_TRACE(name_of(c) + " forward, eps=" + sci(eps));
   const std::int64_t rows = x.rows(), D = x.cols();
   const DType st = stat_dtype(c.x);
   const reference::Forward ref = reference_forward(c, x.cmat(), p, eps);
@@ -80,7 +88,7 @@ void expect_forward(const Case& c, const Buffer& x, const Params& p, double eps)
 // The backward of case c at x with upstream gradient dy, statistics from the
 // kernels' own forward as in training, against the oracle's gradients.
 void expect_backward(const Case& c, const Buffer& x, const Buffer& dy, const Params& p, double eps) {
-  SCOPED_TRACE(name_of(c) + " backward, eps=" + std::to_string(eps));
+  SCOPED_TRACE(name_of(c) + " backward, eps=" + sci(eps));
   const std::int64_t rows = x.rows(), D = x.cols();
   const DType st = stat_dtype(c.x);
   const reference::Forward fwd = reference_forward(c, x.cmat(), p, eps);
@@ -130,7 +138,7 @@ Gen normal(std::uint64_t seed, double scale, double offset = 0.0) {
 // 1e35 push further (x² ≈ 1e70), up to a tenth of f32's largest value.
 TEST(Extremes, F32SquaresOverflow) {
   for (double scale : {1e20, 1e30, 1e37}) {
-    SCOPED_TRACE("scale=" + std::to_string(scale));
+    SCOPED_TRACE("scale=" + sci(scale));
     expect_both(DType::f32, 3, 1000, normal(1, scale), 1e-5, 2);
     // One sign throughout, so the mean is as large as the values.
     expect_both(DType::f32, 2, 257, [g = normal(3, 0.25 * scale, scale)](auto r, auto j) { return std::abs(g(r, j)); },
@@ -196,7 +204,7 @@ TEST(Extremes, RepeatedValueRows) {
       // The widest rows only in the two dtypes whose sums are longest in f32.
       if (D > 65537 && (t == DType::f16 || t == DType::f64)) continue;
       for (double v : {1.1, -0.3, 3141.59}) {
-        SCOPED_TRACE(std::string(dtype_name(t)) + " D=" + std::to_string(D) + " v=" + std::to_string(v));
+        SCOPED_TRACE(std::string(dtype_name(t)) + " D=" + std::to_string(D) + " v=" + sci(v));
         expect_both(t, 1, D, [v](auto, auto) { return v; }, 1e-5, 17);
         if (::testing::Test::HasFailure()) return;
       }
@@ -210,7 +218,7 @@ TEST(Extremes, RepeatedValueRows) {
 TEST(Extremes, HugeOutlierInLongRow) {
   for (DType t : {DType::f32, DType::f64, DType::bf16}) {
     for (double outlier : {1e4, 1e6}) {
-      SCOPED_TRACE(std::string(dtype_name(t)) + " outlier=" + std::to_string(outlier));
+      SCOPED_TRACE(std::string(dtype_name(t)) + " outlier=" + sci(outlier));
       auto g = normal(18, 1.0);
       expect_both(t, 2, 65537, [g, outlier](auto r, auto j) { return j == 1000 + r ? outlier : g(r, j); }, 1e-5,
                   19);
@@ -238,6 +246,27 @@ TEST(Extremes, WidthOne) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     expect_both(t, 50, 1, normal(26, 3.0), 1e-5, 27);
     expect_both(t, 5, 1, [](auto r, auto) { return r == 0 ? 0.0 : 1e-3 * static_cast<double>(r); }, 1e-5, 28);
+  }
+}
+
+// A LayerNorm row of one value has variance exactly 0, so y is the bias
+// whatever eps > 0 is — also when the row is so large or eps so small that
+// the kernels rescale it (f64 values of 1e19 with eps = 1e-300: eps·scale²
+// underflows).
+TEST(Extremes, ZeroVarianceWithTinyEps) {
+  for (DType t : {DType::f64, DType::f32}) {
+    // f32: 1e-80 puts 1/√eps (1e40) beyond f32, 1e-60 does not.
+    const std::vector<double> eps_values = t == DType::f64 ? std::vector<double>{1e-300, 4.9406564584124654e-324}
+                                                           : std::vector<double>{1e-60, 1e-80};
+    for (double eps : eps_values) {
+      for (std::int64_t D : {std::int64_t{1}, std::int64_t{3}}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " eps=" + sci(eps) + " D=" + std::to_string(D));
+        Buffer x = make(t, 2, D, [](auto r, auto) { return r == 0 ? 7.8e19 : -2.5; });
+        std::mt19937_64 rng(40);
+        const Case c{Op::layer, t, t, Affine::both};
+        expect_forward(c, x, make_params(c, D, rng), eps);
+      }
+    }
   }
 }
 

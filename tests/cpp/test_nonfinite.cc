@@ -278,5 +278,41 @@ TEST(NonFinite, DocumentedPatternInTheRow) {
   }
 }
 
+// A non-finite weight or bias element is shared by every row: in the
+// forward it reaches its own column of y and no other column.
+TEST(NonFinite, ParameterStaysInItsColumn) {
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (bool layer : {true, false}) {
+      for (bool in_bias : {false, true}) {
+        if (in_bias && !layer) continue;
+        SCOPED_TRACE(std::string(dtype_name(t)) + (layer ? " layer" : " rms") + (in_bias ? " bias" : " weight"));
+        const std::int64_t rows = 4, D = 23, col = 9;
+        std::mt19937_64 rng(8);
+        Buffer x(t, rows, D), w(t, 1, D), b(t, 1, D), y(t, rows, D), y_clean(t, rows, D);
+        fill_normal(x, rng);
+        fill_normal(w, rng, 1.0, 0.5);
+        fill_normal(b, rng);
+        auto run = [&](Buffer& out) {
+          if (layer)
+            layer_norm(x.cmat(), w.cvec(), b.cvec(), 1e-5, out.mat());
+          else
+            rms_norm(x.cmat(), w.cvec(), 1e-5, out.mat());
+        };
+        run(y_clean);
+        (in_bias ? b : w).set(0, col, std::numeric_limits<double>::quiet_NaN());
+        run(y);
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t j = 0; j < D; ++j) {
+            if (j == col) {
+              EXPECT_TRUE(std::isnan(y.get(r, j))) << r;
+            } else {
+              EXPECT_EQ(y.get(r, j), y_clean.get(r, j)) << r << "," << j;
+            }
+          }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace normkit::test

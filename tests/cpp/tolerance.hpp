@@ -106,28 +106,38 @@ inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy
     double mean_abs = 0;
     for (std::int64_t j = 0; j < D; ++j) mean_abs += std::abs(xr[j]);
     mean_abs /= static_cast<double>(D);
-    // Absolute error in x̂ from the statistics, per growth·u: the mean's
-    // error relative to mean|x|, floored at λ for rows of subnormals.
-    const double shift_err = rstd * (mean_abs + accum_smallest_normal(x_dtype));
+    // Absolute error in x̂, per growth·u: |x̂| from rstd's relative error;
+    // rstd·(mean|x| + λ) from the mean's error, floored at λ for rows of
+    // subnormals; and, when rstd or x̂ themselves land below λ (a huge eps),
+    // (|x − mean| + 1)·λ from their absolute rounding. `xerr` holds
+    // everything but |x̂|; the last term is negligible unless values are tiny.
+    const double lambda = accum_smallest_normal(x_dtype);
+    const double shift_err = rstd * (mean_abs + lambda);
+    std::vector<double> xerr(D);
     for (std::int64_t j = 0; j < D; ++j) {
       xhat[j] = (xr[j] - mu) * rstd;
-      s.y[r * D + j] = std::abs(gain[j]) * (std::abs(xhat[j]) + shift_err) + std::abs(bias[j]);
+      xerr[j] = shift_err + (std::abs(xr[j] - mu) + 1.0) * lambda;
+      s.y[r * D + j] = std::abs(gain[j]) * (std::abs(xhat[j]) + xerr[j]) + std::abs(bias[j]);
     }
     if (dy == nullptr) continue;
+    // The gradient's terms (g = gain·dy and the row means of g and g·x̂) are
+    // formed in the same arithmetic, so they carry the same λ floor: for
+    // subnormal dy their errors are absolute, u·λ per operation, and rstd
+    // multiplies them afterwards.
     const double* dyr = &(*dy)[r * D];
     double mean_g = 0, mean_gx = 0;
     for (std::int64_t j = 0; j < D; ++j) {
       const double g = std::abs(gain[j] * dyr[j]);
       mean_g += g;
-      mean_gx += g * (std::abs(xhat[j]) + shift_err);
-      s.dweight[j] += std::abs(dyr[j]) * (std::abs(xhat[j]) + shift_err);
-      s.dbias[j] += std::abs(dyr[j]);
+      mean_gx += g * (std::abs(xhat[j]) + xerr[j]);
+      s.dweight[j] += std::abs(dyr[j]) * (std::abs(xhat[j]) + xerr[j]) + lambda;
+      s.dbias[j] += std::abs(dyr[j]) + lambda;
     }
-    mean_g /= static_cast<double>(D);
-    mean_gx /= static_cast<double>(D);
+    mean_g = mean_g / static_cast<double>(D) + lambda;
+    mean_gx = mean_gx / static_cast<double>(D) + lambda;
     for (std::int64_t j = 0; j < D; ++j) {
-      const double g = std::abs(gain[j] * dyr[j]);
-      s.dx[r * D + j] = rstd * (g + mean_g + (std::abs(xhat[j]) + shift_err) * mean_gx);
+      const double g = std::abs(gain[j] * dyr[j]) + lambda;
+      s.dx[r * D + j] = rstd * (g + mean_g + (std::abs(xhat[j]) + xerr[j]) * mean_gx);
     }
   }
   return s;
