@@ -354,15 +354,19 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
   const C m = static_cast<C>(mean_s);
   // The rest of the mean: shift − m is exact (Sterbenz) whenever it matters.
   const C m_lo = static_cast<C>((st.shift - static_cast<double>(m)) + st.mean_rel);
+  // The true rstd. A scaled variance of exactly 0 means the row is constant,
+  // so the true rstd is 1/sqrt(eps) — not rstd_s·s, which is Inf when eps·s²
+  // underflowed (f64 1e19 with eps = 1e-300: eps·s² ~ 1e-340 rounds to 0).
+  const double rstd_true = (var == 0.0) ? 1.0 / std::sqrt(eps) : rstd_s * scale;
   // rstd_s overflows C only when var_s is exactly 0 and eps·s² is tiny: then
   // every x·S − M is 0, and the largest finite rstd_s gives the same 0 (the
   // true rstd, e.g. 316 for eps = 1e-5, is finite). Keep Inf when the true
   // rstd is Inf (eps = 0 on a constant row: y = 0·Inf = NaN, as documented).
-  const bool true_rstd_inf = !std::isfinite(rstd_s * scale);
+  const bool true_rstd_inf = !std::isfinite(rstd_true);
   const C r = true_rstd_inf ? static_cast<C>(rstd_s)
                             : static_cast<C>(std::min(rstd_s, static_cast<double>(std::numeric_limits<C>::max())));
   if (K == NormKind::layer && mean_out) *mean_out = scale == 1.0 ? m : static_cast<C>(mean_s / scale);
-  if (rstd_out) *rstd_out = scale == 1.0 ? r : static_cast<C>(rstd_s * scale);
+  if (rstd_out) *rstd_out = scale == 1.0 ? r : static_cast<C>(rstd_true);
   if constexpr (K == NormKind::layer)
     OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), m, m_lo, r, static_cast<C>(offset), opts);
   else
