@@ -115,16 +115,16 @@ std::size_t span_bytes(const Arg& a) {
   return static_cast<std::size_t>((a.rows - 1) * a.stride + a.cols) * esize(a.dtype);
 }
 
-// NORMKIT_FUZZ_AVOID_KNOWN=1 keeps f32 and bf16 values below a quarter of
-// f32's largest value, to look past the open bugs of docs/numerics.md §7
-// (both need |x − mean| or Σx beyond f32's range) in a long run. Unset, the
-// harness holds the library to the whole contract.
+// NORMKIT_FUZZ_AVOID_KNOWN=1 makes the harness look past the open findings
+// of docs/numerics.md §7 (f64 zero-variance rows with eps·scale² underflowing;
+// a weight_offset beyond f32 with f32/16-bit activations), so a long run can
+// find what else there is. Unset, it holds the library to the whole contract.
 bool avoid_known() {
   static const bool on = std::getenv("NORMKIT_FUZZ_AVOID_KNOWN") != nullptr;
   return on;
 }
 
-// The largest finite value of dtype t.
+// The largest finite value of dtype t (also the largest value generated).
 double max_finite(DType t) {
   switch (t) {
     case DType::f64: return std::numeric_limits<double>::max();
@@ -134,18 +134,7 @@ double max_finite(DType t) {
   }
   return 0;
 }
-
-// The largest finite value generated for dtype t.
-double largest(DType t) {
-  const double f32_max = avoid_known() ? std::numeric_limits<float>::max() / 4 : std::numeric_limits<float>::max();
-  switch (t) {
-    case DType::f64: return std::numeric_limits<double>::max();
-    case DType::f32: return f32_max;
-    case DType::f16: return 65504.0;
-    case DType::bf16: return avoid_known() ? 0x1.fep125 : 3.3895313892515355e38;
-  }
-  return 0;
-}
+double largest(DType t) { return max_finite(t); }
 double smallest_subnormal(DType t) {
   switch (t) {
     case DType::f64: return std::numeric_limits<double>::denorm_min();
@@ -630,15 +619,11 @@ void check_values(const Call& c, const Arenas& before) {
         amin = std::min(amin, std::abs(v));
       }
       if (act == DType::f64 && (amax > 1e150 || (amax < 1e-145 && eps_used < 1e-250))) ok[r] = false;
-      // The open bug of docs/numerics.md §7: a row of zero variance (LayerNorm:
-      // one value; RMSNorm: zeros) whose 1/√(eps·scale²) passes the
-      // arithmetic's range — its sum overflows, or eps is tiny — gives NaN
-      // (0·Inf) instead of the bias / 0.
+      // The open finding of docs/numerics.md §7: an f64 row of zero variance
+      // (LayerNorm: one value; RMSNorm: zeros) with eps so small that
+      // eps·scale² underflows gives NaN (0·Inf) instead of the bias / 0.
       const bool zero_var = layer ? amax == amin : amax == 0;
-      if (avoid_known() && zero_var &&
-          (static_cast<double>(D) * amax > 1e37 || (act == DType::f64 && eps_used < 1e-250) ||
-           (act != DType::f64 && eps_used < 1e-20)))
-        ok[r] = false;
+      if (avoid_known() && zero_var && act == DType::f64 && eps_used < 1e-250) ok[r] = false;
     }
     return ok;
   };
