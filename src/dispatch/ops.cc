@@ -96,8 +96,8 @@ void forward(const ForwardCall& c) {
   v.vector(rstd, rows, "rows");
   v.dtype_in(mean, {stat_dtype(x.dtype)}, "(statistics of this x dtype)");
   v.dtype_in(rstd, {stat_dtype(x.dtype)}, "(statistics of this x dtype)");
-  v.eps(c.eps);
-  v.weight_offset(c.weight_offset, weight);
+  v.eps(c.eps, x.dtype);
+  v.weight_offset(c.weight_offset, weight, x.dtype);
   v.no_overlap({h, y, mean, rstd}, {x, residual, weight, bias},
                {{"y", "x"}, {"h", "x"}, {"h", "residual"}});
   if (rows == 0) return;
@@ -188,7 +188,7 @@ void backward(const BackwardCall& c) {
   v.same_dtype(dweight, weight);
   v.same_dtype(dbias, weight);
   v.same_dtype(dbias, dweight);
-  v.weight_offset(c.weight_offset, weight);
+  v.weight_offset(c.weight_offset, weight, dy.dtype);
   v.no_overlap({dx, dweight, dbias}, {dy, dh_out, xin, mean, rstd, weight},
                {{"dx", "dy"}, {"dh", "dh_out"}});
   if (rows == 0) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <string>
 
 #include "normkit/error.hpp"
@@ -147,16 +149,32 @@ void Validator::same_dtype(const Arg& a, const Arg& b) const {
                         std::string(dtype_name(b.dtype)) + " (the dtype of " + std::string(b.name) + ")");
 }
 
-void Validator::eps(double eps) const {
-  if (!std::isfinite(eps) || eps < 0)
-    fail(fn_, "eps", "is " + std::to_string(eps) + ", expected a finite value >= 0");
+namespace {
+// A double as a user would write it (std::to_string prints 1e39 with 40 digits).
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
-void Validator::weight_offset(double offset, const Arg& weight) const {
-  if (!std::isfinite(offset))
-    fail(fn_, "weight_offset", "is " + std::to_string(offset) + ", expected a finite value");
+// Scalars enter the arithmetic of the activations' dtype: f32 unless x is f64.
+double largest_in_arithmetic(DType x) {
+  return x == DType::f64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
+}
+}  // namespace
+
+void Validator::eps(double eps, DType x) const {
+  if (!std::isfinite(eps) || eps < 0 || eps > largest_in_arithmetic(x))
+    fail(fn_, "eps", "is " + sci(eps) + ", expected a finite value >= 0 (at most " + sci(largest_in_arithmetic(x)) +
+                         ", the largest " + (x == DType::f64 ? "f64" : "f32") + " value)");
+}
+
+void Validator::weight_offset(double offset, const Arg& weight, DType x) const {
+  if (!std::isfinite(offset) || std::abs(offset) > largest_in_arithmetic(x))
+    fail(fn_, "weight_offset", "is " + sci(offset) + ", expected a finite value (|offset| at most " +
+                                   sci(largest_in_arithmetic(x)) + ")");
   if (offset != 0.0 && !weight.present)
-    fail(fn_, "weight_offset", "is " + std::to_string(offset) + " but weight is absent, expected a weight to offset");
+    fail(fn_, "weight_offset", "is " + sci(offset) + " but weight is absent, expected a weight to offset");
 }
 
 void Validator::nonempty_width(std::int64_t rows, std::int64_t D) const {

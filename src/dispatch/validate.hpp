@@ -48,8 +48,10 @@ class Validator {
   void dtype_in(const Arg& a, std::initializer_list<DType> allowed, std::string_view why) const;
   void same_dtype(const Arg& a, const Arg& b) const;
 
-  void eps(double eps) const;
-  void weight_offset(double offset, const Arg& weight) const;
+  // eps and weight_offset must be finite and fit the arithmetic of x's
+  // dtype (f32 unless x is f64), or they would turn into Inf there.
+  void eps(double eps, DType x) const;
+  void weight_offset(double offset, const Arg& weight, DType x) const;
   void nonempty_width(std::int64_t rows, std::int64_t D) const;
 
   // Outputs must not overlap each other at all, and may overlap an input

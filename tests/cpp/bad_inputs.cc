@@ -124,10 +124,14 @@ int main() {
        [nan](Args& a) { nk::layer_norm(a.x.cmat(), {}, {}, nan, a.y.mat()); }},
       {"infinite eps", "`rms_norm(…, eps = Inf, …)`",
        [inf](Args& a) { nk::rms_norm(a.x.cmat(), {}, inf, a.y.mat()); }},
+      {"eps beyond f32 arithmetic", "`rms_norm(x f32, …, eps = 1e39, …)`",
+       [](Args& a) { nk::rms_norm(a.x.cmat(), {}, 1e39, a.y.mat()); }},
       {"weight_offset without a weight", "`rms_norm(x, {}, eps, y, {}, 1.0)`",
        [](Args& a) { nk::rms_norm(a.x.cmat(), {}, 1e-5, a.y.mat(), {}, 1.0); }},
       {"non-finite weight_offset", "`rms_norm(x, w, eps, y, {}, NaN)`",
        [nan](Args& a) { nk::rms_norm(a.x.cmat(), a.weight.cvec(), 1e-5, a.y.mat(), {}, nan); }},
+      {"weight_offset beyond f32 arithmetic", "`rms_norm(x f32, w, eps, y, {}, -1e39)`",
+       [](Args& a) { nk::rms_norm(a.x.cmat(), a.weight.cvec(), 1e-5, a.y.mat(), {}, -1e39); }},
       {"null data with a non-zero size", "`x.data = nullptr`",
        [](Args& a) {
          nk::ConstMatrix x = a.x.cmat();

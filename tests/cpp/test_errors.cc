@@ -148,6 +148,9 @@ TEST(Errors, Eps) {
   for (double eps : {-1e-5, std::nan(""), std::numeric_limits<double>::infinity()})
     expect_error(a, [eps](Args& s) { layer_norm(s.x.cmat(), {}, {}, eps, s.y.mat()); },
                  {"layer_norm: eps is", "expected a finite value >= 0"});
+  // An eps that f32 arithmetic cannot hold would become Inf there.
+  expect_error(a, [](Args& s) { rms_norm(s.x.cmat(), {}, 1e39, s.y.mat()); },
+               {"rms_norm: eps is 1e+39", "at most 3.40282e+38"});
   // eps = 0 is allowed.
   EXPECT_NO_THROW(layer_norm(a.x.cmat(), {}, {}, 0.0, a.y.mat()));
 }
@@ -158,6 +161,8 @@ TEST(Errors, WeightOffset) {
                {"rms_norm: weight_offset is 1", "weight is absent"});
   expect_error(a, [](Args& s) { rms_norm(s.x.cmat(), s.weight.cvec(), 1e-5, s.y.mat(), {}, std::nan("")); },
                {"weight_offset is nan"});
+  expect_error(a, [](Args& s) { rms_norm(s.x.cmat(), s.weight.cvec(), 1e-5, s.y.mat(), {}, 1e39); },
+               {"weight_offset is 1e+39", "at most 3.40282e+38"});
 }
 
 TEST(Errors, NullPointersAndStrides) {
