@@ -662,7 +662,9 @@ TEST(KernelTargets, BestTargetOfThisCpuIsCompiledIn) {
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     EXPECT_EQ(names.front(), "AVX2");
   }
+#if !defined(NORMKIT_TESTS_REDUCED_TARGETS)  // sanitizer builds skip SSSE3/SSE4
   EXPECT_NE(std::find(names.begin(), names.end(), "SSE4"), names.end());
+#endif
 #endif
   // Without forcing, dispatch picks the best.
   EXPECT_STREQ(detail::active_cpu_target(), names.front().c_str());
