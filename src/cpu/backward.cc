@@ -35,6 +35,7 @@
 
 #include "cpu/introspect.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/pages.hpp"
 #include "cpu/parallel.hpp"
 #include "cpu/scratch.hpp"
 #include "normkit/half.hpp"
@@ -325,8 +326,9 @@ void reduce_blocks(const C* partials, std::int64_t blocks, std::int64_t stride, 
 }  // namespace
 
 bool backward_streams(const BackwardArgs& a) {
-  const std::int64_t dx_bytes = a.rows * a.D * static_cast<std::int64_t>(dtype_size(a.xin_dtype));
-  return a.dx != a.dy && a.dx != a.dh_out && dx_bytes >= kStreamMinBytes;
+  const std::int64_t size = static_cast<std::int64_t>(dtype_size(a.xin_dtype));
+  if (a.dx == a.dy || a.dx == a.dh_out || a.rows * a.D * size < kStreamMinBytes) return false;
+  return pages_resident(a.dx, static_cast<std::size_t>(((a.rows - 1) * a.dx_stride + a.D) * size));
 }
 
 int backward_threads(const BackwardArgs& a) {

@@ -144,7 +144,7 @@ int main() {
          nk::rms_norm(a.x.cmat(), w, 1e-5, a.y.mat());
        }},
       {"null data with a size no memory could hold", "`x = {nullptr, f32, 2^62, 3·2^20}`",
-       [big](Args& a) {
+       [](Args& a) {
          const nk::ConstMatrix x{nullptr, DType::f32, big, std::int64_t{3} << 20, std::int64_t{3} << 20, nk::Device::cpu};
          nk::rms_norm(x, {}, 1e-5, a.y.mat());
        }},

@@ -155,7 +155,9 @@ TEST(Extremes, F32SquaresOverflow) {
 TEST(Extremes, SixteenBitMaxFinite) {
   const double f16_max = 65504.0;
   const double bf16_max = reference::load(std::array<std::uint16_t, 1>{0x7f7f}.data(), DType::bf16, 0);
-  for (auto [t, mx] : {std::pair{DType::f16, f16_max}, std::pair{DType::bf16, bf16_max}}) {
+  for (const auto& t_max : {std::pair{DType::f16, f16_max}, std::pair{DType::bf16, bf16_max}}) {
+    const DType t = t_max.first;
+    const double mx = t_max.second;  // a variable, not a binding: lambdas capture it
     SCOPED_TRACE(std::string(dtype_name(t)));
     // Every element ±max.
     expect_both(t, 2, 64, [mx](auto r, auto j) { return (r + j) % 3 == 0 ? -mx : mx; }, 1e-5, 5);

@@ -5,6 +5,7 @@
 // conversions; rows that overflow or underflow the statistics; bitwise
 // thread-count independence; and the threading threshold.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <bit>
@@ -14,6 +15,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cases.hpp"
 #include "cpu/introspect.hpp"
@@ -316,12 +318,15 @@ TEST_P(Kernels, LargeOutputsWithStreamingStores) {
                         Case{Op::rms, DType::bf16, DType::f32, Affine::offset},
                         Case{Op::layer, DType::f16, DType::f16, Affine::bias}}) {
     const std::int64_t rows = detail::kStreamMinBytes / (D * static_cast<std::int64_t>(dtype_size(c.x))) + 1;
+    // An output whose pages are mapped in (written once: zeroed here).
+    std::vector<unsigned char> out(static_cast<std::size_t>(rows * D) * dtype_size(c.x));
     ForwardArgs f;
     f.rows = rows;
     f.D = D;
     f.x_dtype = c.x;
-    f.x = &f;  // any two distinct addresses: not in place
-    f.y = &rng;
+    f.x = &f;  // any other address: not in place
+    f.y = out.data();
+    f.y_stride = D;
     ASSERT_TRUE(detail::forward_streams(f));
     f.y = &f;
     ASSERT_FALSE(detail::forward_streams(f)) << "in place never streams";
@@ -331,10 +336,48 @@ TEST_P(Kernels, LargeOutputsWithStreamingStores) {
     b.D = D;
     b.xin_dtype = c.x;
     b.dy = &f;
-    b.dx = &rng;
+    b.dx = out.data();
+    b.dx_stride = D;
     ASSERT_TRUE(detail::backward_streams(b));
     check_backward(c, c.x, false, rows, D, false, rng);
   }
+}
+
+// A large output fresh from the allocator (pages not yet mapped in) gets
+// ordinary stores: non-temporal stores into pages the OS has just zeroed
+// through the cache are twice as slow (docs/kernels.md). Once its pages are
+// resident, it streams.
+TEST(KernelStreams, FreshPagesGetOrdinaryStores) {
+  const std::int64_t D = 4096, rows = detail::kStreamMinBytes / (D * 4) + 1;
+  const std::size_t bytes = static_cast<std::size_t>(rows * D) * 4;
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  std::vector<float> x(4);
+  ForwardArgs f;
+  f.rows = rows;
+  f.D = D;
+  f.x = x.data();
+  f.y = mem;
+  f.y_stride = D;
+  BackwardArgs b;
+  b.rows = rows;
+  b.D = D;
+  b.dy = x.data();
+  b.dx = mem;
+  b.dx_stride = D;
+  EXPECT_FALSE(detail::forward_streams(f));
+  EXPECT_FALSE(detail::backward_streams(b));
+  std::memset(mem, 0, bytes);
+  EXPECT_TRUE(detail::forward_streams(f));
+  EXPECT_TRUE(detail::backward_streams(b));
+  // Only the first page resident: still a fresh buffer.
+  ASSERT_EQ(munmap(mem, bytes), 0);
+  mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  static_cast<unsigned char*>(mem)[0] = 1;
+  f.y = mem;
+  EXPECT_FALSE(detail::forward_streams(f));
+  ASSERT_EQ(munmap(mem, bytes), 0);
 }
 
 // Conversions, bit for bit. f32 -> f16/bf16: a LayerNorm of constant rows
