@@ -30,6 +30,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -303,24 +304,42 @@ std::int64_t padded_width(const BackwardArgs& a) {
   return (a.D + lanes - 1) / lanes * lanes;
 }
 
+// Writes sum[j] (j < D) in the gradient's dtype t.
+void store_gradient(const double* sum, std::int64_t D, DType t, void* out) {
+  switch (t) {
+    case DType::f32:
+      for (std::int64_t j = 0; j < D; ++j) static_cast<float*>(out)[j] = static_cast<float>(sum[j]);
+      return;
+    case DType::f64:
+      std::memcpy(out, sum, static_cast<std::size_t>(D) * sizeof(double));
+      return;
+    case DType::f16:
+      for (std::int64_t j = 0; j < D; ++j) static_cast<half_t*>(out)[j] = to_f16(static_cast<float>(sum[j]));
+      return;
+    case DType::bf16:
+      for (std::int64_t j = 0; j < D; ++j)
+        static_cast<bfloat16_t*>(out)[j] = to_bf16(static_cast<float>(sum[j]));
+      return;
+  }
+}
+
 // Sums the block partials in block order and writes the gradient in dtype t.
+// One block whose accumulators already have the gradient's type (f32
+// partials for an f32 gradient: a single term rounds to itself) is copied.
 template <class C>
 void reduce_blocks(const C* partials, std::int64_t blocks, std::int64_t stride, std::int64_t D, DType t,
                    void* out) {
+  if (blocks == 1 && t == (std::is_same_v<C, double> ? DType::f64 : DType::f32)) {
+    std::memcpy(out, partials, static_cast<std::size_t>(D) * sizeof(C));
+    return;
+  }
   double* sum = static_cast<double*>(scratch_buffer(static_cast<std::size_t>(D) * sizeof(double), 1));
   for (std::int64_t j = 0; j < D; ++j) sum[j] = static_cast<double>(partials[j]);
   for (std::int64_t b = 1; b < blocks; ++b) {
     const C* p = partials + b * stride;
     for (std::int64_t j = 0; j < D; ++j) sum[j] += static_cast<double>(p[j]);
   }
-  for (std::int64_t j = 0; j < D; ++j) {
-    switch (t) {
-      case DType::f32: static_cast<float*>(out)[j] = static_cast<float>(sum[j]); break;
-      case DType::f64: static_cast<double*>(out)[j] = sum[j]; break;
-      case DType::f16: static_cast<half_t*>(out)[j] = to_f16(static_cast<float>(sum[j])); break;
-      case DType::bf16: static_cast<bfloat16_t*>(out)[j] = to_bf16(static_cast<float>(sum[j])); break;
-    }
-  }
+  store_gradient(sum, D, t, out);
 }
 
 }  // namespace
