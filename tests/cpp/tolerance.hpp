@@ -34,51 +34,18 @@
 #include <string>
 #include <vector>
 
+#include "bounds.hpp"
 #include "normkit/tensor.hpp"
 #include "reference.hpp"
 
 namespace normkit::test {
 
-// Unit roundoff (half an ulp at 1) of a storage dtype.
-inline double unit_roundoff(DType t) {
-  switch (t) {
-    case DType::f64: return 0x1p-53;
-    case DType::f32: return 0x1p-24;
-    case DType::f16: return 0x1p-11;
-    case DType::bf16: return 0x1p-8;
-  }
-  return 1.0;
-}
-
-// Unit roundoff of the arithmetic used for activations of dtype x.
-inline double accum_roundoff(DType x) { return x == DType::f64 ? 0x1p-53 : 0x1p-24; }
-
-// Half the smallest positive subnormal of a dtype: the absolute rounding
-// error of an output that lands in the subnormal range.
-inline double half_min_subnormal(DType t) {
-  switch (t) {
-    case DType::f64: return 0.0;  // 2^-1075 underflows double itself
-    case DType::f32: return 0x1p-150;
-    case DType::f16: return 0x1p-25;
-    case DType::bf16: return 0x1p-134;
-  }
-  return 0.0;
-}
-
-// Smallest positive normal value λ of the arithmetic used for activations of
-// dtype x. Below λ a rounding error is absolute, at most u·λ (half the
-// subnormal spacing), not relative: a statistic of subnormal values is off
-// by up to growth·u·λ however small the values are.
-inline double accum_smallest_normal(DType x) { return x == DType::f64 ? 0x1p-1022 : 0x1p-126; }
-
-// The growth factor of an accumulated quantity over n terms.
-inline double growth(std::int64_t n) { return 4.0 * (std::sqrt(static_cast<double>(n)) + 2.0); }
-
-// Per-element budget: u_out·|ref| + growth·u_acc·scale + half a subnormal step.
-inline double budget(DType out, DType acc, double growth_factor, double ref, double scale) {
-  return unit_roundoff(out) * std::abs(ref) + growth_factor * accum_roundoff(acc) * scale +
-         half_min_subnormal(out);
-}
+using reference::accum_roundoff;
+using reference::accum_smallest_normal;
+using reference::budget;
+using reference::growth;
+using reference::half_min_subnormal;
+using reference::unit_roundoff;
 
 // Dense double copies of a kernel's inputs, and the per-element scales that
 // the budget multiplies. gain and bias are (D) with absent = 1 / 0 already

@@ -6,20 +6,11 @@
 #include <vector>
 
 #include "bench_impls.hpp"
+#include "bounds.hpp"
 #include "reference.hpp"
 
 namespace normkit::bench {
 namespace {
-
-double unit_roundoff(DType t) {
-  switch (t) {
-    case DType::f64: return 0x1p-53;
-    case DType::f32: return 0x1p-24;
-    case DType::f16: return 0x1p-11;
-    case DType::bf16: return 0x1p-8;
-  }
-  return 1.0;
-}
 
 std::int64_t checked_rows(const Shape& s) { return std::min(s.rows, kCheckedRows); }
 
@@ -42,7 +33,7 @@ std::string compare(const char* what, const std::vector<double>& got, const std:
                     const std::vector<double>& scale, const Shape& s) {
   const double growth = 2.0 * (static_cast<double>(s.D) + 4.0) * 0x1p-24;
   for (std::size_t i = 0; i < got.size(); ++i) {
-    const double bound = unit_roundoff(s.act) * std::abs(ref[i]) + growth * scale[i];
+    const double bound = reference::unit_roundoff(s.act) * std::abs(ref[i]) + growth * scale[i];
     if (std::abs(got[i] - ref[i]) <= bound) continue;  // false for NaN too
     char msg[256];
     std::snprintf(msg, sizeof msg, "%s[row %lld, col %lld] = %.9g, fp64 oracle %.9g, bound %.3g",

@@ -90,7 +90,7 @@ void check_worked_examples(const Norms& norms, Recorder& rec) {
       agree(rec, "ln_1_3_vs_101_103_" + d, "LayerNorm[1,3] − LayerNorm[101,103], " + d, a, b,
             {f.bound[0] + f.bound[2], f.bound[1] + f.bound[3]});
       // The means survive only in the statistics output, not in the vectors.
-      const double mean_tol = 4.0 * (std::sqrt(2.0) + 2.0) * accumulation_roundoff(dt) * 102.0;
+      const double mean_tol = growth(2) * accum_roundoff(dt) * 102.0;
       rec.near("mean_1_3_" + d, "saved mean of [1,3], " + d, f.mean.get(0), 2.0, mean_tol);
       rec.near("mean_101_103_" + d, "saved mean of [101,103], " + d, f.mean.get(1), 102.0, mean_tol);
     }
@@ -110,7 +110,7 @@ void check_worked_examples(const Norms& norms, Recorder& rec) {
     // 003: RMS of (3,4) ≈ 3.536, mean and variance of (2,2,4,4) = 3 and 1,
     // read from the saved statistics with eps = 0 (rstd = 1/RMS, 1/σ).
     {
-      const double stat_rel = 4.0 * (std::sqrt(4.0) + 2.0) * accumulation_roundoff(dt);
+      const double stat_rel = growth(4) * accum_roundoff(dt);
       const ForwardRun r = forward(norms, Kind::rms, Array(dt, {3, 4}), nullptr, nullptr, 0.0);
       rec.near("rms_of_3_4_" + d, "RMS(3,4) = 1/rstd, " + d, 1.0 / r.rstd.get(0), 3.536,
                5e-4 + 3.54 * stat_rel);

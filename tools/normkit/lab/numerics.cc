@@ -9,28 +9,6 @@ namespace normkit::lab {
 std::string kind_name(Kind k) { return k == Kind::layer ? "LayerNorm" : "RMSNorm"; }
 std::string kind_tag(Kind k) { return k == Kind::layer ? "ln" : "rms"; }
 
-double unit_roundoff(DType t) {
-  switch (t) {
-    case DType::f64: return 0x1p-53;
-    case DType::f32: return 0x1p-24;
-    case DType::f16: return 0x1p-11;
-    case DType::bf16: return 0x1p-8;
-  }
-  return 1.0;
-}
-
-double accumulation_roundoff(DType t) { return t == DType::f64 ? 0x1p-53 : 0x1p-24; }
-
-double smallest_subnormal(DType t) {
-  switch (t) {
-    case DType::f64: return std::numeric_limits<double>::denorm_min();
-    case DType::f32: return static_cast<double>(std::numeric_limits<float>::denorm_min());
-    case DType::f16: return 0x1p-24;
-    case DType::bf16: return 0x1p-133;
-  }
-  return 0.0;
-}
-
 DType stat_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
 namespace {
@@ -67,8 +45,8 @@ std::vector<double> forward_bound(Kind kind, DType out, const Array& x, const st
   const std::int64_t rows = x.rows(), D = x.cols();
   std::vector<double> xhat, mean_abs;
   normalized(kind, x, ref, xhat, mean_abs);
-  const double u_out = unit_roundoff(out), u_acc = accumulation_roundoff(x.dtype());
-  const double grow = 4.0 * (std::sqrt(static_cast<double>(D)) + 2.0);
+  const double u_out = unit_roundoff(out), u_acc = accum_roundoff(x.dtype());
+  const double grow = growth(D);
   std::vector<double> bound(static_cast<std::size_t>(rows * D));
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t j = 0; j < D; ++j) {
@@ -135,7 +113,7 @@ BackwardRun backward(const Norms& norms, Kind kind, const Array& dy, const Array
   normalized(kind, x, f.ref, xhat, mean_abs);
   const std::vector<double> w = reference::to_double(view_or_absent(weight), D, 1.0);
   const double u_out = unit_roundoff(x.dtype()), u_w = unit_roundoff(wt);
-  const double u_acc = accumulation_roundoff(x.dtype());
+  const double u_acc = accum_roundoff(x.dtype());
   const double sqrt_d = std::sqrt(static_cast<double>(D));
   run.dx_bound.assign(static_cast<std::size_t>(rows * D), 0.0);
   run.dw_bound.assign(static_cast<std::size_t>(D), 0.0);

@@ -10,6 +10,7 @@
 
 #include "lab/array.hpp"
 #include "lab/check.hpp"
+#include "bounds.hpp"
 #include "lab/norms.hpp"
 #include "reference.hpp"
 
@@ -19,12 +20,12 @@ enum class Kind { layer, rms };
 std::string kind_name(Kind k);  // "LayerNorm" / "RMSNorm"
 std::string kind_tag(Kind k);   // "ln" / "rms", for value names
 
-// Unit roundoff of a dtype (f64 2⁻⁵³, f32 2⁻²⁴, f16 2⁻¹¹, bf16 2⁻⁸), of the
-// dtype the kernels accumulate in for it (f64 for f64, else f32), and the
-// smallest positive subnormal.
-double unit_roundoff(DType t);
-double accumulation_roundoff(DType t);
-double smallest_subnormal(DType t);
+// Roundoff units, subnormal floors and the growth factor of the contract's
+// bound: one definition, shared with the test suite (bounds.hpp).
+using reference::accum_roundoff;
+using reference::growth;
+using reference::smallest_subnormal;
+using reference::unit_roundoff;
 // The dtype of the mean/rstd statistics for activations of dtype t.
 DType stat_dtype(DType t);
 
