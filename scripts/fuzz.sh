@@ -13,6 +13,8 @@ shift || true
 cmake --preset asan >/dev/null
 cmake --build --preset asan --target normkit_fuzz
 mkdir -p build/asan/fuzz-corpus build/asan/fuzz-artifacts
+# libomp's thread descriptors outlive LeakSanitizer's check (tests/sanitizers/lsan.supp).
+export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0"
 # -rss_limit_mb: the widest inputs need well under 1 GiB; -timeout: a single
 # call taking 10 s is a hang.
 build/asan/fuzz/normkit_fuzz build/asan/fuzz-corpus fuzz/corpus \
