@@ -40,8 +40,13 @@ inline double smallest_subnormal(DType t) {
 }
 
 // Half of it: the absolute rounding error of an output that lands in the
-// subnormal range (0 for f64, whose half step underflows double itself).
-inline double half_min_subnormal(DType t) { return t == DType::f64 ? 0.0 : smallest_subnormal(t) / 2; }
+// subnormal range. For f64 half a step underflows double itself, and so do
+// the budget's other terms at such magnitudes (u·|ref| and the growth term
+// are ~2^-53 of values near 2^-1074), so the floor there is one whole step:
+// the final rounding plus everything the other terms could not represent.
+inline double half_min_subnormal(DType t) {
+  return t == DType::f64 ? smallest_subnormal(t) : smallest_subnormal(t) / 2;
+}
 
 // Smallest positive normal value λ of the arithmetic used for activations of
 // dtype x. Below λ a rounding error is absolute, at most u·λ (half the
