@@ -1,0 +1,445 @@
+// The forward kernels as templates over the norm kind and the storage
+// types, compiled once per Highway target by the files that include this:
+// forward.cc instantiates LayerNorm, forward_rms.cc RMSNorm, so a build
+// compiles the two in parallel. See forward.cc for the algorithm.
+//
+// Re-inclusion guard that toggles once per target (the Highway convention).
+#if defined(NORMKIT_CPU_FORWARD_INL_HPP_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NORMKIT_CPU_FORWARD_INL_HPP_
+#undef NORMKIT_CPU_FORWARD_INL_HPP_
+#else
+#define NORMKIT_CPU_FORWARD_INL_HPP_
+#endif
+
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include "cpu/vec-inl.hpp"
+
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "cpu/introspect.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/pages.hpp"
+#include "cpu/parallel.hpp"
+#include "cpu/scratch.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace normkit::detail::HWY_NAMESPACE {
+namespace {
+
+// Elements per statistics chunk: 8 KiB of f32 (16 KiB of f64, 4 KiB of
+// 16-bit data), so a chunk and, in the fused op, its x and residual stay in a
+// 32-48 KiB L1 between the two passes. Larger chunks would spill L1; smaller
+// ones spend more time in the scalar Chan merge.
+constexpr std::size_t kChunk = 2048;
+
+// Four independent accumulators per reduction: an FMA or add has about 4
+// cycles of latency and the loop can issue about one per cycle when the data
+// is in L1, so four chains keep it from stalling on the previous result.
+constexpr std::size_t kAcc = 4;
+
+// Running (count, mean, M2) of a row, merged chunk by chunk with Chan et
+// al.'s parallel-variance update. Scalar and in double: it runs once per
+// chunk, so its cost is negligible.
+//
+// The means are kept relative to a shift K (the first chunk's rounded mean).
+// Chan's update subtracts chunk means; for rows like 1e4 + noise those are
+// nearly equal, and each carries a rounding error of ulp(1e4), which would
+// leak into M2. Relative to K they are noise-sized and the subtraction is
+// harmless.
+struct Moments {
+  double n = 0, shift = 0, mean = 0, m2 = 0;  // mean is relative to shift
+
+  // A chunk of nb elements whose values x satisfy Σ(x − m) = e and
+  // Σ(x − m)² = q (the corrected two-pass sums around the chunk's rough mean m).
+  void merge(double nb, double m, double e, double q) {
+    if (n == 0) shift = m;
+    const double mean_b = (m - shift) + e / nb;  // m − shift is exact (Sterbenz, or f32 values in f64)
+    const double m2_b = q - e * e / nb;
+    const double total = n + nb;
+    const double delta = mean_b - mean;
+    mean += delta * (nb / total);
+    m2 += m2_b + delta * delta * (n * nb / total);
+    n = total;
+  }
+};
+
+// Σ x·scale over one chunk (pass 1 of LayerNorm's statistics).
+template <class DC, class T>
+HWY_INLINE double SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale) {
+  const std::size_t N = hn::Lanes(dc);
+  const auto S = hn::Set(dc, scale);
+  auto s0 = hn::Zero(dc), s1 = hn::Zero(dc), s2 = hn::Zero(dc), s3 = hn::Zero(dc);
+  std::size_t i = 0;
+  for (; i + kAcc * N <= n; i += kAcc * N) {
+    s0 = hn::MulAdd(LoadAs(dc, p + i), S, s0);
+    s1 = hn::MulAdd(LoadAs(dc, p + i + N), S, s1);
+    s2 = hn::MulAdd(LoadAs(dc, p + i + 2 * N), S, s2);
+    s3 = hn::MulAdd(LoadAs(dc, p + i + 3 * N), S, s3);
+  }
+  for (; i + N <= n; i += N) s0 = hn::MulAdd(LoadAs(dc, p + i), S, s0);
+  if (i < n) s1 = hn::MulAdd(LoadTail(dc, p + i, n - i), S, s1);  // zero padding adds 0
+  return SumToDouble(dc, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)));
+}
+
+// Pass 2 over an L1-resident chunk: with d = x·scale − m,
+// e = Σd and q = Σd². The chunk's centred M2 is q − e²/n (the corrected
+// two-pass algorithm: the e²/n term removes the error of m itself).
+template <class DC, class T>
+HWY_INLINE void CentredChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
+                             hn::TFromD<DC> m, double& e_out, double& q_out) {
+  const std::size_t N = hn::Lanes(dc);
+  const auto S = hn::Set(dc, scale), M = hn::Set(dc, m);
+  auto q0 = hn::Zero(dc), q1 = hn::Zero(dc), q2 = hn::Zero(dc), q3 = hn::Zero(dc);
+  auto e0 = hn::Zero(dc), e1 = hn::Zero(dc);
+  std::size_t i = 0;
+  for (; i + kAcc * N <= n; i += kAcc * N) {
+    const auto d0 = hn::MulSub(LoadAs(dc, p + i), S, M);
+    const auto d1 = hn::MulSub(LoadAs(dc, p + i + N), S, M);
+    const auto d2 = hn::MulSub(LoadAs(dc, p + i + 2 * N), S, M);
+    const auto d3 = hn::MulSub(LoadAs(dc, p + i + 3 * N), S, M);
+    q0 = hn::MulAdd(d0, d0, q0);
+    q1 = hn::MulAdd(d1, d1, q1);
+    q2 = hn::MulAdd(d2, d2, q2);
+    q3 = hn::MulAdd(d3, d3, q3);
+    e0 = hn::Add(e0, hn::Add(d0, d1));
+    e1 = hn::Add(e1, hn::Add(d2, d3));
+  }
+  for (; i + N <= n; i += N) {
+    const auto d = hn::MulSub(LoadAs(dc, p + i), S, M);
+    q0 = hn::MulAdd(d, d, q0);
+    e0 = hn::Add(e0, d);
+  }
+  if (i < n) {
+    const auto d = hn::IfThenElseZero(hn::FirstN(dc, n - i), hn::MulSub(LoadTail(dc, p + i, n - i), S, M));
+    q1 = hn::MulAdd(d, d, q1);
+    e1 = hn::Add(e1, d);
+  }
+  e_out = SumToDouble(dc, hn::Add(e0, e1));
+  q_out = SumToDouble(dc, hn::Add(hn::Add(q0, q1), hn::Add(q2, q3)));
+}
+
+// Σ (x·scale)² over one chunk (RMSNorm). All terms are >= 0, so there is no
+// cancellation to guard against.
+template <class DC, class T>
+HWY_INLINE double SquaresChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale) {
+  const std::size_t N = hn::Lanes(dc);
+  const auto S = hn::Set(dc, scale);
+  auto q0 = hn::Zero(dc), q1 = hn::Zero(dc), q2 = hn::Zero(dc), q3 = hn::Zero(dc);
+  std::size_t i = 0;
+  for (; i + kAcc * N <= n; i += kAcc * N) {
+    const auto a0 = hn::Mul(LoadAs(dc, p + i), S);
+    const auto a1 = hn::Mul(LoadAs(dc, p + i + N), S);
+    const auto a2 = hn::Mul(LoadAs(dc, p + i + 2 * N), S);
+    const auto a3 = hn::Mul(LoadAs(dc, p + i + 3 * N), S);
+    q0 = hn::MulAdd(a0, a0, q0);
+    q1 = hn::MulAdd(a1, a1, q1);
+    q2 = hn::MulAdd(a2, a2, q2);
+    q3 = hn::MulAdd(a3, a3, q3);
+  }
+  for (; i + N <= n; i += N) {
+    const auto a = hn::Mul(LoadAs(dc, p + i), S);
+    q0 = hn::MulAdd(a, a, q0);
+  }
+  if (i < n) {
+    const auto a = hn::Mul(LoadTail(dc, p + i, n - i), S);
+    q1 = hn::MulAdd(a, a, q1);
+  }
+  return SumToDouble(dc, hn::Add(hn::Add(q0, q1), hn::Add(q2, q3)));
+}
+
+// Fused pass 1: h = x + residual, rounded to h's dtype and stored; returns
+// Σh (kSquares false) or Σh² (true) of the stored values. The sum is formed
+// in the compute type and rounded once to h's dtype, as PyTorch's add does.
+// The accumulation order is exactly that of SumChunk / SquaresChunk, so the
+// statistics (and y) are bitwise those of the plain op applied to h.
+template <bool kSquares, class DC, class TX, class TR>
+HWY_INLINE double FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
+                             std::size_t n) {
+  const std::size_t N = hn::Lanes(dc);
+  auto a0 = hn::Zero(dc), a1 = hn::Zero(dc), a2 = hn::Zero(dc), a3 = hn::Zero(dc);
+  auto acc = [](auto a, auto v) HWY_ATTR { return kSquares ? hn::MulAdd(v, v, a) : hn::Add(a, v); };
+  auto add = [&](std::size_t i) HWY_ATTR {
+    return StoreAs(dc, hn::Add(LoadAs(dc, x + i), LoadAs(dc, r + i)), h + i);
+  };
+  std::size_t i = 0;
+  for (; i + kAcc * N <= n; i += kAcc * N) {
+    a0 = acc(a0, add(i));
+    a1 = acc(a1, add(i + N));
+    a2 = acc(a2, add(i + 2 * N));
+    a3 = acc(a3, add(i + 3 * N));
+  }
+  for (; i + N <= n; i += N) a0 = acc(a0, add(i));
+  if (i < n) {
+    // Both inputs are loaded before h is written: h may alias x or residual.
+    const auto v = hn::Add(LoadTail(dc, x + i, n - i), LoadTail(dc, r + i, n - i));
+    a1 = acc(a1, StoreTail(dc, v, h + i, n - i));  // padding lanes are 0 + 0
+  }
+  return SumToDouble(dc, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
+}
+
+// Row statistics of x·scale. LayerNorm: mean = shift + mean_rel (kept apart,
+// so the output pass can subtract the mean in two pieces) and
+// M2 = Σ(x − mean)². RMSNorm: m2 = Σx² and the rest 0.
+struct RowStats {
+  double shift = 0, mean_rel = 0, m2 = 0;
+  double mean() const { return shift + mean_rel; }
+};
+
+template <NormKind K, class DC, class T>
+HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale) {
+  using C = hn::TFromD<DC>;
+  if constexpr (K == NormKind::rms) {
+    double q = 0;
+    for (std::size_t off = 0; off < D; off += kChunk) q += SquaresChunk(dc, p + off, std::min(kChunk, D - off), scale);
+    return {0.0, 0.0, q};
+  } else {
+    Moments mo;
+    for (std::size_t off = 0; off < D; off += kChunk) {
+      const std::size_t n = std::min(kChunk, D - off);
+      const double nd = static_cast<double>(n);
+      const C m = static_cast<C>(SumChunk(dc, p + off, n, scale) / nd);
+      double e = 0, q = 0;
+      CentredChunk(dc, p + off, n, scale, m, e, q);
+      mo.merge(nd, static_cast<double>(m), e, q);
+    }
+    return {mo.shift, mo.mean, mo.m2};
+  }
+}
+
+template <NormKind K, class DC, class TX, class TR>
+HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
+                                    std::size_t D) {
+  using C = hn::TFromD<DC>;
+  if constexpr (K == NormKind::rms) {
+    double q = 0;
+    for (std::size_t off = 0; off < D; off += kChunk)
+      q += FusedChunk<true>(dc, x + off, r + off, h + off, std::min(kChunk, D - off));
+    return {0.0, 0.0, q};
+  } else {
+    Moments mo;
+    for (std::size_t off = 0; off < D; off += kChunk) {
+      const std::size_t n = std::min(kChunk, D - off);
+      const double nd = static_cast<double>(n);
+      const C m = static_cast<C>(FusedChunk<false>(dc, x + off, r + off, h + off, n) / nd);
+      double e = 0, q = 0;
+      CentredChunk(dc, h + off, n, C{1}, m, e, q);  // the stored h, now in L1
+      mo.merge(nd, static_cast<double>(m), e, q);
+    }
+    return {mo.shift, mo.mean, mo.m2};
+  }
+}
+
+// How the output pass writes y and what it fetches meanwhile. The output
+// pass reads only cached data, so without help the memory system would sit
+// idle during it; instead it prefetches the next row's inputs (into L2), and
+// the next statistics pass finds them there. `stream`: non-temporal stores
+// for outputs too large to stay in cache.
+struct OutputOpts {
+  bool stream = false;
+  const char* next0 = nullptr;  // next row of x (or, fused, of x and residual)
+  std::size_t size0 = 0;        // bytes per element of that row
+  const char* next1 = nullptr;
+  std::size_t size1 = 0;
+
+  HWY_INLINE void prefetch(std::size_t i) const {
+    if (next0) __builtin_prefetch(next0 + i * size0, 0, 2);
+    if (next1) __builtin_prefetch(next1 + i * size1, 0, 2);
+  }
+};
+
+// y = ((x·S − M) − M_lo)·R·(w + off) + b, row re-read from cache. S = 1
+// except for rescued rows (see NormalizeRow). The mean is subtracted in two
+// pieces, M + M_lo = mean to twice the compute precision: x − M is exact for
+// x near the mean, so rows like 1e4 + noise keep their digits. That costs one
+// subtraction per vector of a memory-bound loop. RMSNorm passes M = M_lo = 0
+// and no bias.
+template <NormKind K, class DC, class TI, class TY, class TW>
+HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_RESTRICT w,
+                          const TW* HWY_RESTRICT b, std::size_t D, hn::TFromD<DC> s, hn::TFromD<DC> m,
+                          hn::TFromD<DC> m_lo, hn::TFromD<DC> r, hn::TFromD<DC> off, const OutputOpts& opts) {
+  const std::size_t N = hn::Lanes(dc);
+  const auto S = hn::Set(dc, s), M = hn::Set(dc, m), Mlo = hn::Set(dc, m_lo), R = hn::Set(dc, r);
+  const auto Off = hn::Set(dc, off);
+  auto one = [&](auto xv, auto wv, auto bv) HWY_ATTR {
+    const auto xhat = hn::Mul(hn::Sub(hn::MulSub(xv, S, M), Mlo), R);
+    if constexpr (K == NormKind::layer) return hn::MulAdd(xhat, hn::Add(wv, Off), bv);
+    else return hn::Mul(xhat, hn::Add(wv, Off));
+  };
+  // y may be x itself (in-place): each vector is loaded before it is stored.
+  std::size_t i = 0;
+  auto partial = [&](std::size_t n) HWY_ATTR {  // the n < N elements at i
+    const auto bv = K == NormKind::layer ? LoadTail(dc, b + i, n) : hn::Zero(dc);
+    StoreTail(dc, one(LoadTail(dc, x + i, n), LoadTail(dc, w + i, n), bv), y + i, n);
+  };
+  if (opts.stream) {
+    // Non-temporal stores need aligned addresses: peel up to the first.
+    const std::size_t vec_bytes = N * sizeof(TY);
+    const std::size_t head = std::min(
+        D, ((vec_bytes - reinterpret_cast<std::uintptr_t>(y) % vec_bytes) % vec_bytes) / sizeof(TY));
+    if (head) partial(head);
+    for (i = head; i + N <= D; i += N) {
+      opts.prefetch(i);
+      const auto bv = K == NormKind::layer ? LoadAs(dc, b + i) : hn::Zero(dc);
+      StreamAs(dc, one(LoadAs(dc, x + i), LoadAs(dc, w + i), bv), y + i);
+    }
+  } else {
+    for (; i + N <= D; i += N) {
+      opts.prefetch(i);
+      const auto bv = K == NormKind::layer ? LoadAs(dc, b + i) : hn::Zero(dc);
+      StoreAs(dc, one(LoadAs(dc, x + i), LoadAs(dc, w + i), bv), y + i);
+    }
+  }
+  if (i < D) partial(D - i);
+}
+
+// Below this, var + eps may have lost digits to underflow in the squares
+// (x − mean)², whose spacing near zero is the smallest subnormal: rows this
+// small are redone with an upward power-of-two scale. 2^(2·digits) above the
+// smallest normal keeps that absolute error far below one ulp of var + eps.
+template <class C>
+constexpr double kTinyVariance =
+    static_cast<double>(std::numeric_limits<C>::min()) * 0x1p24 * 0x1p24 *
+    (std::is_same_v<C, double> ? 0x1p29 * 0x1p29 : 1.0);
+
+// Finishes one row whose statistics `st` were taken from the stored row `p`
+// (x, or h in the fused op): rescue if needed, write mean/rstd, write y.
+template <NormKind K, class DC, class TI, class TY, class TW>
+HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y, const TW* w, const TW* b,
+                             std::size_t D, double eps, double offset, hn::TFromD<DC>* mean_out,
+                             hn::TFromD<DC>* rstd_out, const OutputOpts& opts) {
+  using C = hn::TFromD<DC>;
+  const double Dd = static_cast<double>(D);
+  double scale = 1.0;
+  double var = st.m2 / Dd;  // RMSNorm: the mean square
+  bool rescue = false;
+  if (!(std::isfinite(st.mean()) && std::isfinite(st.m2))) {
+    // Overflow of Σx or Σ(x − mean)² with finite inputs (|x| ~ 1e20 in f32);
+    // a row holding NaN or Inf stays non-finite, as it must.
+    rescue = RowIsFinite(dc, p, D);
+  } else if (var + eps < kTinyVariance<C>) {
+    rescue = true;  // a (nearly) subnormal row: its squares underflowed
+  }
+  if (rescue) {
+    const double amax = RowMaxAbs(dc, p, D);
+    if (amax > 0) {
+      // Scale the largest |x| into [0.5, 1): an exact power of two that keeps
+      // every square and sum in range. Clamped so the scale itself is a
+      // normal number of the compute type.
+      constexpr int kMaxExp = std::numeric_limits<C>::max_exponent - 2;
+      const int e = std::clamp(std::ilogb(amax) + 1, -kMaxExp, kMaxExp);
+      scale = std::ldexp(1.0, -e);
+      st = StatsOfRow<K>(dc, p, D, static_cast<C>(scale));
+      var = st.m2 / Dd;
+    }
+  }
+  // rstd of the scaled row: 1/sqrt(var_s + eps·s²). If eps·s² overflows, var_s
+  // is negligible next to it.
+  const double eps_s = eps * scale * scale;
+  const double rstd_s = std::isfinite(eps_s) ? 1.0 / std::sqrt(var + eps_s) : 1.0 / (std::sqrt(eps) * scale);
+  const double mean_s = st.mean();
+  const C m = static_cast<C>(mean_s);
+  // The rest of the mean: shift − m is exact (Sterbenz) whenever it matters.
+  const C m_lo = static_cast<C>((st.shift - static_cast<double>(m)) + st.mean_rel);
+  // The true rstd. A scaled variance of exactly 0 means the row is constant,
+  // so the true rstd is 1/sqrt(eps) — not rstd_s·s, which is Inf when eps·s²
+  // underflowed (f64 1e19 with eps = 1e-300: eps·s² ~ 1e-340 rounds to 0).
+  const double rstd_true = (var == 0.0) ? 1.0 / std::sqrt(eps) : rstd_s * scale;
+  // rstd_s overflows C only when var_s is exactly 0 and eps·s² is tiny: then
+  // every x·S − M is 0, and the largest finite rstd_s gives the same 0 (the
+  // true rstd, e.g. 316 for eps = 1e-5, is finite). Keep Inf when the true
+  // rstd is Inf (eps = 0 on a constant row: y = 0·Inf = NaN, as documented).
+  const bool true_rstd_inf = !std::isfinite(rstd_true);
+  const C r = true_rstd_inf ? static_cast<C>(rstd_s)
+                            : static_cast<C>(std::min(rstd_s, static_cast<double>(std::numeric_limits<C>::max())));
+  if (K == NormKind::layer && mean_out) *mean_out = scale == 1.0 ? m : static_cast<C>(mean_s / scale);
+  if (rstd_out) *rstd_out = scale == 1.0 ? r : static_cast<C>(rstd_true);
+  if constexpr (K == NormKind::layer)
+    OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), m, m_lo, r, static_cast<C>(offset), opts);
+  else
+    OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), C{0}, C{0}, r, static_cast<C>(offset), opts);
+}
+
+template <class T>
+const T* RowPtr(const void* base, std::int64_t stride, std::int64_t r) {
+  return static_cast<const T*>(base) + r * stride;
+}
+template <class T>
+T* RowPtr(void* base, std::int64_t stride, std::int64_t r) {
+  return static_cast<T*>(base) + r * stride;
+}
+
+// Rows [begin, end) with storage types TX (x, y), TR (residual, h), TW
+// (weight, bias) and compute type C.
+template <NormKind K, class C, class TX, class TR, class TW>
+void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
+  const hn::ScalableTag<C> dc;
+  const std::size_t D = static_cast<std::size_t>(a.D);
+  const TW* w = static_cast<const TW*>(a.weight);
+  const TW* b = static_cast<const TW*>(a.bias);
+  C* mean = static_cast<C*>(a.mean);
+  C* rstd = static_cast<C*>(a.rstd);
+  OutputOpts opts;
+  opts.stream = stream;
+  for (std::int64_t row = begin; row < end; ++row) {
+    const TX* x = RowPtr<TX>(a.x, a.x_stride, row);
+    TX* y = RowPtr<TX>(a.y, a.y_stride, row);
+    C* mean_r = mean ? mean + row : nullptr;
+    C* rstd_r = rstd ? rstd + row : nullptr;
+    const bool last = row + 1 == end;
+    opts.next0 = last ? nullptr : reinterpret_cast<const char*>(x + a.x_stride);
+    opts.size0 = sizeof(TX);
+    if (a.residual) {
+      TR* h = RowPtr<TR>(a.h, a.h_stride, row);
+      const TR* res = RowPtr<TR>(a.residual, a.residual_stride, row);
+      opts.next1 = last ? nullptr : reinterpret_cast<const char*>(res + a.residual_stride);
+      opts.size1 = sizeof(TR);
+      const RowStats st = FusedStatsOfRow<K>(dc, x, res, h, D);
+      NormalizeRow<K>(dc, static_cast<const TR*>(h), st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r, opts);
+    } else {
+      const RowStats st = StatsOfRow<K>(dc, x, D, C{1});
+      NormalizeRow<K>(dc, x, st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r, opts);
+    }
+  }
+  if (opts.stream) hwy::FlushStream();  // order the non-temporal stores before the join
+}
+
+// The storage type of each DType, as the kernels see it.
+template <DType t>
+using Storage = std::conditional_t<
+    t == DType::f32, float,
+    std::conditional_t<t == DType::f64, double,
+                       std::conditional_t<t == DType::f16, hwy::float16_t, hwy::bfloat16_t>>>;
+
+// The valid (residual, weight) dtypes for 16-bit x: x's own or f32.
+template <NormKind K, class TX>
+void Forward16(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
+  const bool r32 = a.residual && a.res_dtype == DType::f32;
+  const bool w32 = a.w_dtype == DType::f32;
+  if (r32 && w32) return ForwardRowsT<K, float, TX, float, float>(a, begin, end, stream);
+  if (r32) return ForwardRowsT<K, float, TX, float, TX>(a, begin, end, stream);
+  if (w32) return ForwardRowsT<K, float, TX, TX, float>(a, begin, end, stream);
+  return ForwardRowsT<K, float, TX, TX, TX>(a, begin, end, stream);
+}
+
+template <NormKind K>
+void ForwardKind(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
+  switch (a.x_dtype) {
+    case DType::f32: return ForwardRowsT<K, float, float, float, float>(a, begin, end, stream);
+    case DType::f64: return ForwardRowsT<K, double, double, double, double>(a, begin, end, stream);
+    case DType::f16: return Forward16<K, hwy::float16_t>(a, begin, end, stream);
+    case DType::bf16: return Forward16<K, hwy::bfloat16_t>(a, begin, end, stream);
+  }
+}
+
+}  // namespace
+
+}  // namespace normkit::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // NORMKIT_CPU_FORWARD_INL_HPP_
