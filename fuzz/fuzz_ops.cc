@@ -38,6 +38,7 @@
 
 namespace nk = normkit;
 using nk::DType;
+using nk::reference::smallest_subnormal;
 using nk::test::accum_roundoff;
 using nk::test::growth;
 
@@ -122,16 +123,6 @@ double max_finite(DType t) {
     case DType::f32: return std::numeric_limits<float>::max();
     case DType::f16: return 65504.0;
     case DType::bf16: return 3.3895313892515355e38;
-  }
-  return 0;
-}
-double largest(DType t) { return max_finite(t); }
-double smallest_subnormal(DType t) {
-  switch (t) {
-    case DType::f64: return std::numeric_limits<double>::denorm_min();
-    case DType::f32: return std::numeric_limits<float>::denorm_min();
-    case DType::f16: return 0x1p-24;
-    case DType::bf16: return 0x1p-133;
   }
   return 0;
 }
@@ -326,13 +317,13 @@ Call decode(Bytes& in) {
       case 1: return 0.5 + 2.0 * normal(rng);
       case 2: return 1e4 + normal(rng);
       case 3: return 1e20 * normal(rng);
-      case 4: return largest(t) * (0.5 + 0.5 * std::tanh(normal(rng))) * (normal(rng) < 0 ? -1 : 1);
+      case 4: return max_finite(t) * (0.5 + 0.5 * std::tanh(normal(rng))) * (normal(rng) < 0 ? -1 : 1);
       case 5: return smallest_subnormal(t) * std::floor(64 * std::abs(normal(rng))) * (normal(rng) < 0 ? -1 : 1);
       case 6: return 3.25;
       case 7: return 1e-30 * normal(rng);
       case 8: return 1e-3 * normal(rng);
       default: {
-        const double pick[] = {normal(rng), 1e4 + normal(rng), largest(t), -largest(t), smallest_subnormal(t), 0.0};
+        const double pick[] = {normal(rng), 1e4 + normal(rng), max_finite(t), -max_finite(t), smallest_subnormal(t), 0.0};
         return pick[rng() % 6];
       }
     }
@@ -362,8 +353,8 @@ Call decode(Bytes& in) {
     if (a.arena < 0 || a.output || !valid_dtype(a.dtype) || a.rows <= 0 || a.cols <= 0 || a.rows > 64 || a.cols > 8192)
       continue;
     const std::int64_t r = at % a.rows, j = (at * 37 + kind) % a.cols;
-    const double specials[] = {std::numeric_limits<double>::quiet_NaN(), INFINITY, -INFINITY, largest(a.dtype),
-                               -largest(a.dtype), smallest_subnormal(a.dtype), 0.0, -0.0, 1e30, 1e-30};
+    const double specials[] = {std::numeric_limits<double>::quiet_NaN(), INFINITY, -INFINITY, max_finite(a.dtype),
+                               -max_finite(a.dtype), smallest_subnormal(a.dtype), 0.0, -0.0, 1e30, 1e-30};
     nk::test::store(c.arenas[a.arena].data() + a.offset, a.dtype, r * a.stride + j, specials[kind % 10]);
     if (s == MEAN || s == RSTD) c.stats_garbage = true;
   }

@@ -345,9 +345,7 @@ void reduce_blocks(const C* partials, std::int64_t blocks, std::int64_t stride, 
 }  // namespace
 
 bool backward_streams(const BackwardArgs& a) {
-  const std::int64_t size = static_cast<std::int64_t>(dtype_size(a.xin_dtype));
-  if (a.dx == a.dy || a.dx == a.dh_out || a.rows * a.D * size < kStreamMinBytes) return false;
-  return pages_resident(a.dx, static_cast<std::size_t>(((a.rows - 1) * a.dx_stride + a.D) * size));
+  return a.dx != a.dy && a.dx != a.dh_out && streams_output(a.dx, a.rows, a.D, a.dx_stride, dtype_size(a.xin_dtype));
 }
 
 int backward_threads(const BackwardArgs& a) {

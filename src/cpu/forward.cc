@@ -55,9 +55,7 @@ std::int64_t forward_bytes_per_row(const ForwardArgs& a) {
 int forward_threads(const ForwardArgs& a) { return threads_for(a.rows, forward_bytes_per_row(a)); }
 
 bool forward_streams(const ForwardArgs& a) {
-  const std::int64_t size = static_cast<std::int64_t>(dtype_size(a.x_dtype));
-  if (a.y == a.x || a.rows * a.D * size < kStreamMinBytes) return false;
-  return pages_resident(a.y, static_cast<std::size_t>(((a.rows - 1) * a.y_stride + a.D) * size));
+  return a.y != a.x && streams_output(a.y, a.rows, a.D, a.y_stride, dtype_size(a.x_dtype));
 }
 
 void cpu_forward(const ForwardArgs& args) {

@@ -35,7 +35,8 @@ int backward_threads(const BackwardArgs& a);
 inline constexpr std::int64_t kStreamMinBytes = std::int64_t{4} << 20;
 
 // Whether cpu_forward writes y (cpu_backward dx) with non-temporal stores:
-// large outputs that do not overwrite an input in place.
+// large outputs, already mapped in, that do not overwrite an input in place
+// (cpu/pages.hpp).
 bool forward_streams(const ForwardArgs& a);
 bool backward_streams(const BackwardArgs& a);
 

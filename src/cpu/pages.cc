@@ -3,10 +3,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cstdint>
 #include <initializer_list>
 
+#include "cpu/introspect.hpp"
+
 namespace normkit::detail {
+namespace {
 
 bool pages_resident(const void* p, std::size_t bytes) {
   static const std::uintptr_t page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -20,6 +22,15 @@ bool pages_resident(const void* p, std::size_t bytes) {
     if (!(resident & 1)) return false;
   }
   return true;
+}
+
+}  // namespace
+
+bool streams_output(const void* out, std::int64_t rows, std::int64_t D, std::int64_t row_stride,
+                    std::size_t elem_size) {
+  const auto size = static_cast<std::int64_t>(elem_size);
+  if (rows * D * size < kStreamMinBytes) return false;
+  return pages_resident(out, static_cast<std::size_t>(((rows - 1) * row_stride + D) * size));
 }
 
 }  // namespace normkit::detail

@@ -133,7 +133,7 @@ BackwardRun backward(const Norms& norms, Kind kind, const Array& dy, const Array
     for (std::int64_t j = 0; j < D; ++j) {
       const std::int64_t i = r * D + j;
       run.dx_bound[i] = u_out * std::fabs(run.ref.dx[i]) +
-                        4.0 * (sqrt_d + 2.0) * u_acc * rstd * (g[j] + mean_g + a[j] * mean_ga) +
+                        growth(D) * u_acc * rstd * (g[j] + mean_g + a[j] * mean_ga) +
                         smallest_subnormal(x.dtype());
     }
   }

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "bounds.hpp"
 #include "lab/array.hpp"
 #include "lab/check.hpp"
-#include "bounds.hpp"
 #include "lab/norms.hpp"
 #include "reference.hpp"
 
