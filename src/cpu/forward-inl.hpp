@@ -69,40 +69,56 @@ struct Moments {
   }
 };
 
+// The chunk loops below step over pairs of vectors (see Pair in
+// vec-inl.hpp): two pairs, four independent accumulators, per iteration;
+// then at most one whole pair and a zero-padded tail. kEO selects the
+// even/odd layout, used for bf16 rows.
+
 // Σ x·scale over one chunk (pass 1 of LayerNorm's statistics).
-template <class DC, class T>
+template <bool kEO, class DC, class T>
 HWY_INLINE double SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale) {
-  const std::size_t N = hn::Lanes(dc);
+  const std::size_t P = 2 * hn::Lanes(dc);
   const auto S = hn::Set(dc, scale);
   auto s0 = hn::Zero(dc), s1 = hn::Zero(dc), s2 = hn::Zero(dc), s3 = hn::Zero(dc);
   std::size_t i = 0;
-  for (; i + kAcc * N <= n; i += kAcc * N) {
-    s0 = hn::MulAdd(LoadAs(dc, p + i), S, s0);
-    s1 = hn::MulAdd(LoadAs(dc, p + i + N), S, s1);
-    s2 = hn::MulAdd(LoadAs(dc, p + i + 2 * N), S, s2);
-    s3 = hn::MulAdd(LoadAs(dc, p + i + 3 * N), S, s3);
+  for (; i + 2 * P <= n; i += 2 * P) {
+    const auto u = LoadPair<kEO>(dc, p + i), v = LoadPair<kEO>(dc, p + i + P);
+    s0 = hn::MulAdd(u.a, S, s0);
+    s1 = hn::MulAdd(u.b, S, s1);
+    s2 = hn::MulAdd(v.a, S, s2);
+    s3 = hn::MulAdd(v.b, S, s3);
   }
-  for (; i + N <= n; i += N) s0 = hn::MulAdd(LoadAs(dc, p + i), S, s0);
-  if (i < n) s1 = hn::MulAdd(LoadTail(dc, p + i, n - i), S, s1);  // zero padding adds 0
+  if (i + P <= n) {
+    const auto u = LoadPair<kEO>(dc, p + i);
+    s0 = hn::MulAdd(u.a, S, s0);
+    s1 = hn::MulAdd(u.b, S, s1);
+    i += P;
+  }
+  if (i < n) {  // zero padding adds 0
+    const auto t = LoadPairTail<kEO>(dc, p + i, n - i);
+    s2 = hn::MulAdd(t.a, S, s2);
+    s3 = hn::MulAdd(t.b, S, s3);
+  }
   return SumToDouble(dc, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)));
 }
 
 // Pass 2 over an L1-resident chunk: with d = x·scale − m,
 // e = Σd and q = Σd². The chunk's centred M2 is q − e²/n (the corrected
 // two-pass algorithm: the e²/n term removes the error of m itself).
-template <class DC, class T>
+template <bool kEO, class DC, class T>
 HWY_INLINE void CentredChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
                              hn::TFromD<DC> m, double& e_out, double& q_out) {
-  const std::size_t N = hn::Lanes(dc);
+  const std::size_t P = 2 * hn::Lanes(dc);
   const auto S = hn::Set(dc, scale), M = hn::Set(dc, m);
   auto q0 = hn::Zero(dc), q1 = hn::Zero(dc), q2 = hn::Zero(dc), q3 = hn::Zero(dc);
   auto e0 = hn::Zero(dc), e1 = hn::Zero(dc);
   std::size_t i = 0;
-  for (; i + kAcc * N <= n; i += kAcc * N) {
-    const auto d0 = hn::MulSub(LoadAs(dc, p + i), S, M);
-    const auto d1 = hn::MulSub(LoadAs(dc, p + i + N), S, M);
-    const auto d2 = hn::MulSub(LoadAs(dc, p + i + 2 * N), S, M);
-    const auto d3 = hn::MulSub(LoadAs(dc, p + i + 3 * N), S, M);
+  for (; i + 2 * P <= n; i += 2 * P) {
+    const auto u = LoadPair<kEO>(dc, p + i), v = LoadPair<kEO>(dc, p + i + P);
+    const auto d0 = hn::MulSub(u.a, S, M);
+    const auto d1 = hn::MulSub(u.b, S, M);
+    const auto d2 = hn::MulSub(v.a, S, M);
+    const auto d3 = hn::MulSub(v.b, S, M);
     q0 = hn::MulAdd(d0, d0, q0);
     q1 = hn::MulAdd(d1, d1, q1);
     q2 = hn::MulAdd(d2, d2, q2);
@@ -110,15 +126,24 @@ HWY_INLINE void CentredChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::
     e0 = hn::Add(e0, hn::Add(d0, d1));
     e1 = hn::Add(e1, hn::Add(d2, d3));
   }
-  for (; i + N <= n; i += N) {
-    const auto d = hn::MulSub(LoadAs(dc, p + i), S, M);
-    q0 = hn::MulAdd(d, d, q0);
-    e0 = hn::Add(e0, d);
+  if (i + P <= n) {
+    const auto u = LoadPair<kEO>(dc, p + i);
+    const auto d0 = hn::MulSub(u.a, S, M);
+    const auto d1 = hn::MulSub(u.b, S, M);
+    q0 = hn::MulAdd(d0, d0, q0);
+    q1 = hn::MulAdd(d1, d1, q1);
+    e0 = hn::Add(e0, hn::Add(d0, d1));
+    i += P;
   }
-  if (i < n) {
-    const auto d = hn::IfThenElseZero(hn::FirstN(dc, n - i), hn::MulSub(LoadTail(dc, p + i, n - i), S, M));
-    q1 = hn::MulAdd(d, d, q1);
-    e1 = hn::Add(e1, d);
+  if (i < n) {  // padding lanes would give d = −m: mask them
+    const auto t = LoadPairTail<kEO>(dc, p + i, n - i);
+    hn::Mask<DC> ma, mb;
+    PairTailMasks<kEO>(dc, n - i, ma, mb);
+    const auto d2 = hn::IfThenElseZero(ma, hn::MulSub(t.a, S, M));
+    const auto d3 = hn::IfThenElseZero(mb, hn::MulSub(t.b, S, M));
+    q2 = hn::MulAdd(d2, d2, q2);
+    q3 = hn::MulAdd(d3, d3, q3);
+    e1 = hn::Add(e1, hn::Add(d2, d3));
   }
   e_out = SumToDouble(dc, hn::Add(e0, e1));
   q_out = SumToDouble(dc, hn::Add(hn::Add(q0, q1), hn::Add(q2, q3)));
@@ -126,29 +151,33 @@ HWY_INLINE void CentredChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::
 
 // Σ (x·scale)² over one chunk (RMSNorm). All terms are >= 0, so there is no
 // cancellation to guard against.
-template <class DC, class T>
+template <bool kEO, class DC, class T>
 HWY_INLINE double SquaresChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale) {
-  const std::size_t N = hn::Lanes(dc);
+  const std::size_t P = 2 * hn::Lanes(dc);
   const auto S = hn::Set(dc, scale);
   auto q0 = hn::Zero(dc), q1 = hn::Zero(dc), q2 = hn::Zero(dc), q3 = hn::Zero(dc);
+  auto sq = [&](auto v, auto acc) HWY_ATTR {
+    const auto a = hn::Mul(v, S);
+    return hn::MulAdd(a, a, acc);
+  };
   std::size_t i = 0;
-  for (; i + kAcc * N <= n; i += kAcc * N) {
-    const auto a0 = hn::Mul(LoadAs(dc, p + i), S);
-    const auto a1 = hn::Mul(LoadAs(dc, p + i + N), S);
-    const auto a2 = hn::Mul(LoadAs(dc, p + i + 2 * N), S);
-    const auto a3 = hn::Mul(LoadAs(dc, p + i + 3 * N), S);
-    q0 = hn::MulAdd(a0, a0, q0);
-    q1 = hn::MulAdd(a1, a1, q1);
-    q2 = hn::MulAdd(a2, a2, q2);
-    q3 = hn::MulAdd(a3, a3, q3);
+  for (; i + 2 * P <= n; i += 2 * P) {
+    const auto u = LoadPair<kEO>(dc, p + i), v = LoadPair<kEO>(dc, p + i + P);
+    q0 = sq(u.a, q0);
+    q1 = sq(u.b, q1);
+    q2 = sq(v.a, q2);
+    q3 = sq(v.b, q3);
   }
-  for (; i + N <= n; i += N) {
-    const auto a = hn::Mul(LoadAs(dc, p + i), S);
-    q0 = hn::MulAdd(a, a, q0);
+  if (i + P <= n) {
+    const auto u = LoadPair<kEO>(dc, p + i);
+    q0 = sq(u.a, q0);
+    q1 = sq(u.b, q1);
+    i += P;
   }
   if (i < n) {
-    const auto a = hn::Mul(LoadTail(dc, p + i, n - i), S);
-    q1 = hn::MulAdd(a, a, q1);
+    const auto t = LoadPairTail<kEO>(dc, p + i, n - i);
+    q2 = sq(t.a, q2);
+    q3 = sq(t.b, q3);
   }
   return SumToDouble(dc, hn::Add(hn::Add(q0, q1), hn::Add(q2, q3)));
 }
@@ -156,29 +185,39 @@ HWY_INLINE double SquaresChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn
 // Fused pass 1: h = x + residual, rounded to h's dtype and stored; returns
 // Σh (kSquares false) or Σh² (true) of the stored values. The sum is formed
 // in the compute type and rounded once to h's dtype, as PyTorch's add does.
-// The accumulation order is exactly that of SumChunk / SquaresChunk, so the
-// statistics (and y) are bitwise those of the plain op applied to h.
-template <bool kSquares, class DC, class TX, class TR>
+// The layout and accumulation order are exactly those of SumChunk /
+// SquaresChunk over h, so the statistics (and y) are bitwise those of the
+// plain op applied to h.
+template <bool kSquares, bool kEO, class DC, class TX, class TR>
 HWY_INLINE double FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
                              std::size_t n) {
-  const std::size_t N = hn::Lanes(dc);
+  const std::size_t P = 2 * hn::Lanes(dc);
   auto a0 = hn::Zero(dc), a1 = hn::Zero(dc), a2 = hn::Zero(dc), a3 = hn::Zero(dc);
   auto acc = [](auto a, auto v) HWY_ATTR { return kSquares ? hn::MulAdd(v, v, a) : hn::Add(a, v); };
-  auto add = [&](std::size_t i) HWY_ATTR {
-    return StoreAs(dc, hn::Add(LoadAs(dc, x + i), LoadAs(dc, r + i)), h + i);
+  auto add = [](Pair<DC> u, Pair<DC> v) HWY_ATTR { return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)}; };
+  auto step = [&](std::size_t i) HWY_ATTR {
+    return StorePair<kEO>(dc, add(LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, r + i)), h + i);
   };
   std::size_t i = 0;
-  for (; i + kAcc * N <= n; i += kAcc * N) {
-    a0 = acc(a0, add(i));
-    a1 = acc(a1, add(i + N));
-    a2 = acc(a2, add(i + 2 * N));
-    a3 = acc(a3, add(i + 3 * N));
+  for (; i + 2 * P <= n; i += 2 * P) {
+    const auto u = step(i), v = step(i + P);
+    a0 = acc(a0, u.a);
+    a1 = acc(a1, u.b);
+    a2 = acc(a2, v.a);
+    a3 = acc(a3, v.b);
   }
-  for (; i + N <= n; i += N) a0 = acc(a0, add(i));
+  if (i + P <= n) {
+    const auto u = step(i);
+    a0 = acc(a0, u.a);
+    a1 = acc(a1, u.b);
+    i += P;
+  }
   if (i < n) {
     // Both inputs are loaded before h is written: h may alias x or residual.
-    const auto v = hn::Add(LoadTail(dc, x + i, n - i), LoadTail(dc, r + i, n - i));
-    a1 = acc(a1, StoreTail(dc, v, h + i, n - i));  // padding lanes are 0 + 0
+    const auto v = add(LoadPairTail<kEO>(dc, x + i, n - i), LoadPairTail<kEO>(dc, r + i, n - i));
+    const auto t = StorePairTail<kEO>(dc, v, h + i, n - i);  // padding lanes are 0 + 0
+    a2 = acc(a2, t.a);
+    a3 = acc(a3, t.b);
   }
   return SumToDouble(dc, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
 }
@@ -194,18 +233,20 @@ struct RowStats {
 template <NormKind K, class DC, class T>
 HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale) {
   using C = hn::TFromD<DC>;
+  constexpr bool kEO = kEvenOdd<T>;
   if constexpr (K == NormKind::rms) {
     double q = 0;
-    for (std::size_t off = 0; off < D; off += kChunk) q += SquaresChunk(dc, p + off, std::min(kChunk, D - off), scale);
+    for (std::size_t off = 0; off < D; off += kChunk)
+      q += SquaresChunk<kEO>(dc, p + off, std::min(kChunk, D - off), scale);
     return {0.0, 0.0, q};
   } else {
     Moments mo;
     for (std::size_t off = 0; off < D; off += kChunk) {
       const std::size_t n = std::min(kChunk, D - off);
       const double nd = static_cast<double>(n);
-      const C m = static_cast<C>(SumChunk(dc, p + off, n, scale) / nd);
+      const C m = static_cast<C>(SumChunk<kEO>(dc, p + off, n, scale) / nd);
       double e = 0, q = 0;
-      CentredChunk(dc, p + off, n, scale, m, e, q);
+      CentredChunk<kEO>(dc, p + off, n, scale, m, e, q);
       mo.merge(nd, static_cast<double>(m), e, q);
     }
     return {mo.shift, mo.mean, mo.m2};
@@ -216,19 +257,20 @@ template <NormKind K, class DC, class TX, class TR>
 HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
                                     std::size_t D) {
   using C = hn::TFromD<DC>;
+  constexpr bool kEO = kEvenOdd<TR>;  // h's layout, as StatsOfRow would take it
   if constexpr (K == NormKind::rms) {
     double q = 0;
     for (std::size_t off = 0; off < D; off += kChunk)
-      q += FusedChunk<true>(dc, x + off, r + off, h + off, std::min(kChunk, D - off));
+      q += FusedChunk<true, kEO>(dc, x + off, r + off, h + off, std::min(kChunk, D - off));
     return {0.0, 0.0, q};
   } else {
     Moments mo;
     for (std::size_t off = 0; off < D; off += kChunk) {
       const std::size_t n = std::min(kChunk, D - off);
       const double nd = static_cast<double>(n);
-      const C m = static_cast<C>(FusedChunk<false>(dc, x + off, r + off, h + off, n) / nd);
+      const C m = static_cast<C>(FusedChunk<false, kEO>(dc, x + off, r + off, h + off, n) / nd);
       double e = 0, q = 0;
-      CentredChunk(dc, h + off, n, C{1}, m, e, q);  // the stored h, now in L1
+      CentredChunk<kEO>(dc, h + off, n, C{1}, m, e, q);  // the stored h, now in L1
       mo.merge(nd, static_cast<double>(m), e, q);
     }
     return {mo.shift, mo.mean, mo.m2};
@@ -247,9 +289,10 @@ struct OutputOpts {
   const char* next1 = nullptr;
   std::size_t size1 = 0;
 
-  HWY_INLINE void prefetch(std::size_t i) const {
-    if (next0) __builtin_prefetch(next0 + i * size0, 0, 2);
-    if (next1) __builtin_prefetch(next1 + i * size1, 0, 2);
+  // The cache lines holding elements [i, i + n) of the next row(s).
+  HWY_INLINE void prefetch(std::size_t i, std::size_t n) const {
+    for (std::size_t k = i * size0; next0 && k < (i + n) * size0; k += 64) __builtin_prefetch(next0 + k, 0, 2);
+    for (std::size_t k = i * size1; next1 && k < (i + n) * size1; k += 64) __builtin_prefetch(next1 + k, 0, 2);
   }
 };
 
@@ -258,12 +301,13 @@ struct OutputOpts {
 // pieces, M + M_lo = mean to twice the compute precision: x − M is exact for
 // x near the mean, so rows like 1e4 + noise keep their digits. That costs one
 // subtraction per vector of a memory-bound loop. RMSNorm passes M = M_lo = 0
-// and no bias.
+// and no bias. Pairs in the layout of y's dtype (even/odd for bf16).
 template <NormKind K, class DC, class TI, class TY, class TW>
 HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_RESTRICT w,
                           const TW* HWY_RESTRICT b, std::size_t D, hn::TFromD<DC> s, hn::TFromD<DC> m,
                           hn::TFromD<DC> m_lo, hn::TFromD<DC> r, hn::TFromD<DC> off, const OutputOpts& opts) {
-  const std::size_t N = hn::Lanes(dc);
+  constexpr bool kEO = kEvenOdd<TY>;
+  const std::size_t P = 2 * hn::Lanes(dc);
   const auto S = hn::Set(dc, s), M = hn::Set(dc, m), Mlo = hn::Set(dc, m_lo), R = hn::Set(dc, r);
   const auto Off = hn::Set(dc, off);
   auto one = [&](auto xv, auto wv, auto bv) HWY_ATTR {
@@ -271,28 +315,34 @@ HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_
     if constexpr (K == NormKind::layer) return hn::MulAdd(xhat, hn::Add(wv, Off), bv);
     else return hn::Mul(xhat, hn::Add(wv, Off));
   };
-  // y may be x itself (in-place): each vector is loaded before it is stored.
+  auto pair = [&](Pair<DC> xv, Pair<DC> wv, Pair<DC> bv) HWY_ATTR {
+    return Pair<DC>{one(xv.a, wv.a, bv.a), one(xv.b, wv.b, bv.b)};
+  };
+  const Pair<DC> zero{hn::Zero(dc), hn::Zero(dc)};
+  auto whole = [&](std::size_t i) HWY_ATTR {  // the P elements at i
+    const auto bv = K == NormKind::layer ? LoadPair<kEO>(dc, b + i) : zero;
+    return pair(LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, w + i), bv);
+  };
+  // y may be x itself (in-place): each pair is loaded before it is stored.
   std::size_t i = 0;
-  auto partial = [&](std::size_t n) HWY_ATTR {  // the n < N elements at i
-    const auto bv = K == NormKind::layer ? LoadTail(dc, b + i, n) : hn::Zero(dc);
-    StoreTail(dc, one(LoadTail(dc, x + i, n), LoadTail(dc, w + i, n), bv), y + i, n);
+  auto partial = [&](std::size_t n) HWY_ATTR {  // the n < P elements at i
+    const auto bv = K == NormKind::layer ? LoadPairTail<kEO>(dc, b + i, n) : zero;
+    StorePairTail<kEO>(dc, pair(LoadPairTail<kEO>(dc, x + i, n), LoadPairTail<kEO>(dc, w + i, n), bv), y + i, n);
   };
   if (opts.stream) {
     // Non-temporal stores need aligned addresses: peel up to the first.
-    const std::size_t vec_bytes = N * sizeof(TY);
+    const std::size_t pair_bytes = P * sizeof(TY);
     const std::size_t head = std::min(
-        D, ((vec_bytes - reinterpret_cast<std::uintptr_t>(y) % vec_bytes) % vec_bytes) / sizeof(TY));
+        D, ((pair_bytes - reinterpret_cast<std::uintptr_t>(y) % pair_bytes) % pair_bytes) / sizeof(TY));
     if (head) partial(head);
-    for (i = head; i + N <= D; i += N) {
-      opts.prefetch(i);
-      const auto bv = K == NormKind::layer ? LoadAs(dc, b + i) : hn::Zero(dc);
-      StreamAs(dc, one(LoadAs(dc, x + i), LoadAs(dc, w + i), bv), y + i);
+    for (i = head; i + P <= D; i += P) {
+      opts.prefetch(i, P);
+      StreamPair<kEO>(dc, whole(i), y + i);
     }
   } else {
-    for (; i + N <= D; i += N) {
-      opts.prefetch(i);
-      const auto bv = K == NormKind::layer ? LoadAs(dc, b + i) : hn::Zero(dc);
-      StoreAs(dc, one(LoadAs(dc, x + i), LoadAs(dc, w + i), bv), y + i);
+    for (; i + P <= D; i += P) {
+      opts.prefetch(i, P);
+      StorePair<kEO>(dc, whole(i), y + i);
     }
   }
   if (i < D) partial(D - i);

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -81,20 +82,26 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> F16BitsFromF32(DF df, hn::Vec<DF> v
   return hn::Or(bits, sign);
 }
 
-// f32 -> bf16 bits (low half of u32 lanes), round to nearest even; identical
-// to normkit::to_bf16. Highway 1.0.3's DemoteTo(bf16) truncates, which would
-// double the output error, so we round here. (NaN is found with IsNaN: on
-// AVX-512, 1.0.3's Ne is an ordered compare and is false for NaN.)
+// f32 -> the nearest bf16 (ties to even), as an f32: the bf16 bits in the
+// top half of each lane, zeros below; identical to normkit::to_bf16 for
+// every input. Highway 1.0.3's DemoteTo(bf16) truncates, which would double
+// the output error, so we round here. (NaN is found with IsNaN: on AVX-512,
+// 1.0.3's Ne is an ordered compare and is false for NaN.)
 template <class DF>
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16BitsFromF32(DF df, hn::Vec<DF> v) {
-  (void)df;
+HWY_INLINE hn::Vec<DF> RoundToBf16(DF df, hn::Vec<DF> v) {
   const hn::RebindToUnsigned<DF> du;
   const auto u = hn::BitCast(du, v);
-  const auto hi = hn::ShiftRight<16>(u);
-  const auto rounded =
-      hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), hn::And(hi, hn::Set(du, 1u)))));
-  const auto quiet_nan = hn::Or(hi, hn::Set(du, 0x40u));
-  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
+  const auto top = hn::Set(du, 0xffff0000u);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  const auto rounded = hn::And(hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), lsb)), top);
+  const auto quiet_nan = hn::Or(hn::And(u, top), hn::Set(du, 0x00400000u));
+  return hn::BitCast(df, hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded));
+}
+
+// f32 -> bf16 bits (low half of u32 lanes), rounded as RoundToBf16.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16BitsFromF32(DF df, hn::Vec<DF> v) {
+  return hn::ShiftRight<16>(hn::BitCast(hn::RebindToUnsigned<DF>(), RoundToBf16(df, v)));
 }
 
 // Loads Lanes(dc) elements of storage type T at p as compute lanes.
@@ -202,6 +209,113 @@ HWY_INLINE hn::Vec<DC> StoreTail(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p, std::s
   const auto stored = StoreAs(dc, v, buf);
   std::memcpy(static_cast<void*>(p), buf, n * sizeof(T));
   return stored;
+}
+
+// ---------------------------------------------------------------------------
+// Pairs: two vectors of compute lanes that hold 2·Lanes(dc) consecutive
+// elements of a row, in one of two layouts chosen per loop (kEO):
+//   false: a = elements [0, N), b = [N, 2N);
+//   true:  a = the even-indexed elements, b = the odd-indexed ones.
+// The second exists for bf16, whose value is the top half of an f32: one
+// full-width integer load gives both halves with a shift and an AND, and a
+// store packs two rounded halves with a shift and an OR. The consecutive
+// layout needs a widening shuffle per vector for that (and a narrowing one
+// to store), and the shuffle port is what limits the 16-bit loops. Loops
+// whose stored type is bf16 use the even/odd layout; their f32 operands are
+// then split with ConcatEven/ConcatOdd. Elementwise results do not depend on
+// the layout; sums over a row only associate differently.
+
+template <class T>
+inline constexpr bool kEvenOdd = std::is_same_v<T, hwy::bfloat16_t>;
+
+template <class DC>
+struct Pair {
+  hn::Vec<DC> a, b;
+};
+
+template <bool kEO, class DC, class T>
+HWY_INLINE Pair<DC> LoadPair(DC dc, const T* HWY_RESTRICT p) {
+  const std::size_t N = hn::Lanes(dc);
+  if constexpr (!kEO) {
+    return {LoadAs(dc, p), LoadAs(dc, p + N)};
+  } else if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    static_assert(std::is_same_v<hn::TFromD<DC>, float>);
+    const hn::RebindToUnsigned<DC> du;
+    const auto u = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(p));
+    return {hn::BitCast(dc, hn::ShiftLeft<16>(u)), hn::BitCast(dc, hn::And(u, hn::Set(du, 0xffff0000u)))};
+  } else {
+    const auto lo = LoadAs(dc, p), hi = LoadAs(dc, p + N);
+#if HWY_TARGET == HWY_SCALAR
+    return {lo, hi};
+#else
+    return {hn::ConcatEven(dc, hi, lo), hn::ConcatOdd(dc, hi, lo)};
+#endif
+  }
+}
+
+// Stores the pair to 2·Lanes(dc) elements at p (rounding to nearest even)
+// and returns it as stored. The even/odd layout stores only bf16.
+template <bool kEO, class DC, class T>
+HWY_INLINE Pair<DC> StorePair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
+  if constexpr (!kEO) {
+    const std::size_t N = hn::Lanes(dc);
+    return {StoreAs(dc, v.a, p), StoreAs(dc, v.b, p + N)};
+  } else {
+    static_assert(std::is_same_v<T, hwy::bfloat16_t>, "the even/odd layout stores bf16 only");
+    const hn::RebindToUnsigned<DC> du;
+    const Pair<DC> r{RoundToBf16(dc, v.a), RoundToBf16(dc, v.b)};
+    hn::StoreU(hn::Or(hn::ShiftRight<16>(hn::BitCast(du, r.a)), hn::BitCast(du, r.b)), du,
+               reinterpret_cast<std::uint32_t*>(p));
+    return r;
+  }
+}
+
+// StorePair with non-temporal stores: p must be aligned to 2·Lanes(dc)
+// elements of T.
+template <bool kEO, class DC, class T>
+HWY_INLINE void StreamPair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
+  if constexpr (!kEO) {
+    const std::size_t N = hn::Lanes(dc);
+    StreamAs(dc, v.a, p);
+    StreamAs(dc, v.b, p + N);
+  } else {
+    static_assert(std::is_same_v<T, hwy::bfloat16_t>, "the even/odd layout stores bf16 only");
+    const hn::RebindToUnsigned<DC> du;
+    const auto packed = hn::Or(hn::ShiftRight<16>(hn::BitCast(du, RoundToBf16(dc, v.a))),
+                               hn::BitCast(du, RoundToBf16(dc, v.b)));
+    hn::Stream(packed, du, reinterpret_cast<std::uint32_t*>(p));
+  }
+}
+
+// The first n < 2·Lanes(dc) elements at p as a pair, zero-padded.
+template <bool kEO, class DC, class T>
+HWY_INLINE Pair<DC> LoadPairTail(DC dc, const T* HWY_RESTRICT p, std::size_t n) {
+  HWY_ALIGN T buf[2 * kMaxLanes<hn::TFromD<DC>>];
+  std::memset(static_cast<void*>(buf), 0, sizeof(buf));
+  std::memcpy(static_cast<void*>(buf), p, n * sizeof(T));
+  return LoadPair<kEO>(dc, buf);
+}
+
+// Stores the first n < 2·Lanes(dc) elements of v to p; returns v as stored.
+template <bool kEO, class DC, class T>
+HWY_INLINE Pair<DC> StorePairTail(DC dc, Pair<DC> v, T* HWY_RESTRICT p, std::size_t n) {
+  HWY_ALIGN T buf[2 * kMaxLanes<hn::TFromD<DC>>];
+  const Pair<DC> stored = StorePair<kEO>(dc, v, buf);
+  std::memcpy(static_cast<void*>(p), buf, n * sizeof(T));
+  return stored;
+}
+
+// Which lanes of a tail pair hold the first n < 2·Lanes(dc) elements.
+template <bool kEO, class DC>
+HWY_INLINE void PairTailMasks(DC dc, std::size_t n, hn::Mask<DC>& a, hn::Mask<DC>& b) {
+  const std::size_t N = hn::Lanes(dc);
+  if constexpr (kEO) {
+    a = hn::FirstN(dc, (n + 1) / 2);
+    b = hn::FirstN(dc, n / 2);
+  } else {
+    a = hn::FirstN(dc, std::min(n, N));
+    b = hn::FirstN(dc, n > N ? n - N : 0);
+  }
 }
 
 // Sum of all lanes, widened to double.
