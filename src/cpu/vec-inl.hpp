@@ -82,26 +82,45 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> F16BitsFromF32(DF df, hn::Vec<DF> v
   return hn::Or(bits, sign);
 }
 
-// f32 -> the nearest bf16 (ties to even), as an f32: the bf16 bits in the
-// top half of each lane, zeros below; identical to normkit::to_bf16 for
-// every input. Highway 1.0.3's DemoteTo(bf16) truncates, which would double
-// the output error, so we round here. (NaN is found with IsNaN: on AVX-512,
-// 1.0.3's Ne is an ordered compare and is false for NaN.)
+// f32 -> the nearest bf16 (ties to even), identical to normkit::to_bf16 for
+// every input: the bf16 bits are the top half of each returned u32 lane, the
+// bottom half is left over and must be discarded. Highway 1.0.3's
+// DemoteTo(bf16) truncates, which would double the output error, so we round
+// here. A NaN keeps its sign and top payload bits and gets the quiet bit
+// (rounding could carry it into Inf). NaN is found with IsNaN: on AVX-512,
+// 1.0.3's Ne is an ordered compare and is false for NaN.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16RoundedBits(DF df, hn::Vec<DF> v) {
+  (void)df;
+  const hn::RebindToUnsigned<DF> du;
+  const auto u = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  const auto rounded = hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), lsb);
+  const auto quiet_nan = hn::Or(u, hn::Set(du, 0x00400000u));
+  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
+}
+
+// f32 -> the nearest bf16, as an f32 (the value a bf16 store keeps).
 template <class DF>
 HWY_INLINE hn::Vec<DF> RoundToBf16(DF df, hn::Vec<DF> v) {
   const hn::RebindToUnsigned<DF> du;
-  const auto u = hn::BitCast(du, v);
-  const auto top = hn::Set(du, 0xffff0000u);
-  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
-  const auto rounded = hn::And(hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), lsb)), top);
-  const auto quiet_nan = hn::Or(hn::And(u, top), hn::Set(du, 0x00400000u));
-  return hn::BitCast(df, hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded));
+  return hn::BitCast(df, hn::And(Bf16RoundedBits(df, v), hn::Set(du, 0xffff0000u)));
 }
 
-// f32 -> bf16 bits (low half of u32 lanes), rounded as RoundToBf16.
+// f32 -> bf16 bits (low half of u32 lanes), rounded as Bf16RoundedBits.
 template <class DF>
 HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16BitsFromF32(DF df, hn::Vec<DF> v) {
-  return hn::ShiftRight<16>(hn::BitCast(hn::RebindToUnsigned<DF>(), RoundToBf16(df, v)));
+  return hn::ShiftRight<16>(Bf16RoundedBits(df, v));
+}
+
+// Two f32 vectors rounded to bf16 and packed into one vector of u32 lanes:
+// the even-indexed bf16 from `even` in the bottom half of each lane, the
+// odd-indexed from `odd` in the top half (little-endian memory order).
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PackBf16Pair(DF df, hn::Vec<DF> even, hn::Vec<DF> odd) {
+  const hn::RebindToUnsigned<DF> du;
+  return hn::OrAnd(hn::ShiftRight<16>(Bf16RoundedBits(df, even)), Bf16RoundedBits(df, odd),
+                   hn::Set(du, 0xffff0000u));
 }
 
 // Loads Lanes(dc) elements of storage type T at p as compute lanes.
@@ -263,10 +282,8 @@ HWY_INLINE Pair<DC> StorePair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
   } else {
     static_assert(std::is_same_v<T, hwy::bfloat16_t>, "the even/odd layout stores bf16 only");
     const hn::RebindToUnsigned<DC> du;
-    const Pair<DC> r{RoundToBf16(dc, v.a), RoundToBf16(dc, v.b)};
-    hn::StoreU(hn::Or(hn::ShiftRight<16>(hn::BitCast(du, r.a)), hn::BitCast(du, r.b)), du,
-               reinterpret_cast<std::uint32_t*>(p));
-    return r;
+    hn::StoreU(PackBf16Pair(dc, v.a, v.b), du, reinterpret_cast<std::uint32_t*>(p));
+    return {RoundToBf16(dc, v.a), RoundToBf16(dc, v.b)};  // dead unless the caller uses it
   }
 }
 
@@ -280,10 +297,7 @@ HWY_INLINE void StreamPair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
     StreamAs(dc, v.b, p + N);
   } else {
     static_assert(std::is_same_v<T, hwy::bfloat16_t>, "the even/odd layout stores bf16 only");
-    const hn::RebindToUnsigned<DC> du;
-    const auto packed = hn::Or(hn::ShiftRight<16>(hn::BitCast(du, RoundToBf16(dc, v.a))),
-                               hn::BitCast(du, RoundToBf16(dc, v.b)));
-    hn::Stream(packed, du, reinterpret_cast<std::uint32_t*>(p));
+    hn::Stream(PackBf16Pair(dc, v.a, v.b), hn::RebindToUnsigned<DC>(), reinterpret_cast<std::uint32_t*>(p));
   }
 }
 
