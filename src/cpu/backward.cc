@@ -79,105 +79,94 @@ struct XhatMap {
   HWY_INLINE hn::Vec<DC> operator()(hn::Vec<DC> x) const { return hn::Mul(hn::MulSub(x, s, ms), rs); }
 };
 
-// Pass A over one chunk. Two accumulators for each of the two sums: four
-// independent FMA/add chains, enough to cover the 4-cycle FMA latency.
-// kParams: also accumulate dy·x̂ into pdw and dy into pdb (both padded to a
-// whole number of vectors).
-template <bool kParams, class DC, class TD, class TI, class TW>
+// Pass A over one chunk at element `off` of the row, a pair of vectors at a
+// time (see Pair in vec-inl.hpp; kEO: the even/odd layout of bf16 rows):
+// four independent FMA/add chains, enough to cover the 4-cycle FMA latency.
+// kParams: also accumulate dy·x̂ into pdw and dy into pdb, in the pair
+// layout (so a bf16 row's partials are in even/odd order within each pair;
+// reduce_blocks puts them back) and padded to a whole number of pairs.
+template <bool kParams, bool kEO, class DC, class TD, class TI, class TW>
 HWY_INLINE void ChunkA(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
                        std::size_t n, const XhatMap<DC>& xhat_of, hn::Vec<DC> Off,
-                       hn::TFromD<DC>* HWY_RESTRICT pdw, hn::TFromD<DC>* HWY_RESTRICT pdb, RowSums& sums) {
+                       hn::TFromD<DC>* HWY_RESTRICT pdw, hn::TFromD<DC>* HWY_RESTRICT pdb, RowSums& sums,
+                       const NextRows& next, std::size_t off) {
   const std::size_t N = hn::Lanes(dc);
+  const std::size_t P = 2 * N;
   auto g0 = hn::Zero(dc), g1 = hn::Zero(dc), gx0 = hn::Zero(dc), gx1 = hn::Zero(dc);
-  auto step = [&](auto dyv, auto xv, auto wv, std::size_t i, auto& gacc, auto& gxacc) HWY_ATTR {
-    const auto xhat = xhat_of(xv);
+  // One vector of the pair; its partials are at element j of the rows.
+  auto half = [&](auto dyv, auto xhat, auto wv, std::size_t j, auto& gacc, auto& gxacc) HWY_ATTR {
     const auto g = hn::Mul(hn::Add(wv, Off), dyv);
     gacc = hn::Add(gacc, g);
     gxacc = hn::MulAdd(g, xhat, gxacc);
     if constexpr (kParams) {
-      hn::Store(hn::MulAdd(dyv, xhat, hn::Load(dc, pdw + i)), dc, pdw + i);
-      hn::Store(hn::Add(dyv, hn::Load(dc, pdb + i)), dc, pdb + i);
+      hn::Store(hn::MulAdd(dyv, xhat, hn::Load(dc, pdw + j)), dc, pdw + j);
+      hn::Store(hn::Add(dyv, hn::Load(dc, pdb + j)), dc, pdb + j);
     }
   };
   std::size_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    step(LoadAs(dc, dy + i), LoadAs(dc, x + i), LoadAs(dc, w + i), i, g0, gx0);
-    step(LoadAs(dc, dy + i + N), LoadAs(dc, x + i + N), LoadAs(dc, w + i + N), i + N, g1, gx1);
+  for (; i + P <= n; i += P) {
+    next.first_pass(off + i, off + i + P);
+    const auto dyv = LoadPair<kEO>(dc, dy + i), xv = LoadPair<kEO>(dc, x + i), wv = LoadPair<kEO>(dc, w + i);
+    half(dyv.a, xhat_of(xv.a), wv.a, i, g0, gx0);
+    half(dyv.b, xhat_of(xv.b), wv.b, i + N, g1, gx1);
   }
-  for (; i + N <= n; i += N) step(LoadAs(dc, dy + i), LoadAs(dc, x + i), LoadAs(dc, w + i), i, g0, gx0);
   if (i < n) {
     // Padding lanes have dy = 0 but x̂ = −mean·rstd, so mask x̂: a padding
     // lane must contribute exactly 0 even when rstd is Inf.
     const std::size_t k = n - i;
-    const auto xv = LoadTail(dc, x + i, k);
-    const auto mask = hn::FirstN(dc, k);
-    const auto dyv = LoadTail(dc, dy + i, k);
-    const auto xhat = hn::IfThenElseZero(mask, xhat_of(xv));
-    const auto g = hn::Mul(hn::Add(LoadTail(dc, w + i, k), Off), dyv);
-    g1 = hn::Add(g1, g);
-    gx1 = hn::MulAdd(g, xhat, gx1);
-    if constexpr (kParams) {
-      hn::Store(hn::MulAdd(dyv, xhat, hn::Load(dc, pdw + i)), dc, pdw + i);
-      hn::Store(hn::Add(dyv, hn::Load(dc, pdb + i)), dc, pdb + i);
-    }
+    hn::Mask<DC> ma, mb;
+    PairTailMasks<kEO>(dc, k, ma, mb);
+    const auto dyv = LoadPairTail<kEO>(dc, dy + i, k), xv = LoadPairTail<kEO>(dc, x + i, k);
+    const auto wv = LoadPairTail<kEO>(dc, w + i, k);
+    half(dyv.a, hn::IfThenElseZero(ma, xhat_of(xv.a)), wv.a, i, g0, gx0);
+    half(dyv.b, hn::IfThenElseZero(mb, xhat_of(xv.b)), wv.b, i + N, g1, gx1);
   }
   sums.g += SumToDouble(dc, hn::Add(g0, g1));
   sums.gx += SumToDouble(dc, hn::Add(gx0, gx1));
 }
 
-// What pass B fetches meanwhile (the next row's dy and x, into L2: pass B
-// itself reads only cached data) and whether it streams dx past the caches.
-struct PassBOpts {
-  bool stream = false;
-  const char* next_dy = nullptr;
-  std::size_t dy_size = 0;
-  const char* next_x = nullptr;
-  std::size_t x_size = 0;
-
-  HWY_INLINE void prefetch(std::size_t i) const {
-    if (next_dy) {
-      __builtin_prefetch(next_dy + i * dy_size, 0, 2);
-      __builtin_prefetch(next_x + i * x_size, 0, 2);
-    }
-  }
-};
-
 // Pass B: dx = (g − MG − x̂·MGX)·R + dh_out. dx may be dy or dh_out itself
-// (in-place): every vector is loaded before the same one is stored.
-template <bool kDhOut, class DC, class TD, class TI, class TW>
+// (in-place): every pair is loaded before the same one is stored. `stream`:
+// non-temporal stores; `next`: the next row's dy and x, fetched meanwhile.
+template <bool kDhOut, bool kEO, class DC, class TD, class TI, class TW>
 HWY_INLINE void RowB(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w, const TI* dh_out, TI* dx,
                      std::size_t D, const XhatMap<DC>& xhat_of, hn::Vec<DC> R, hn::Vec<DC> Off, hn::Vec<DC> MG,
-                     hn::Vec<DC> MGX, const PassBOpts& opts) {
-  const std::size_t N = hn::Lanes(dc);
-  auto one = [&](std::size_t i) HWY_ATTR {
-    const auto xhat = xhat_of(LoadAs(dc, x + i));
-    const auto g = hn::Mul(hn::Add(LoadAs(dc, w + i), Off), LoadAs(dc, dy + i));
-    auto v = hn::Mul(hn::NegMulAdd(xhat, MGX, hn::Sub(g, MG)), R);
-    if constexpr (kDhOut) v = hn::Add(v, LoadAs(dc, dh_out + i));
-    return v;
+                     hn::Vec<DC> MGX, bool stream, const NextRows& next) {
+  const std::size_t P = 2 * hn::Lanes(dc);
+  auto half = [&](auto dyv, auto xv, auto wv) HWY_ATTR {
+    const auto g = hn::Mul(hn::Add(wv, Off), dyv);
+    return hn::Mul(hn::NegMulAdd(xhat_of(xv), MGX, hn::Sub(g, MG)), R);
   };
-  auto partial = [&](std::size_t i, std::size_t k) HWY_ATTR {  // the k < N elements at i
-    const auto xhat = xhat_of(LoadTail(dc, x + i, k));
-    const auto g = hn::Mul(hn::Add(LoadTail(dc, w + i, k), Off), LoadTail(dc, dy + i, k));
-    auto v = hn::Mul(hn::NegMulAdd(xhat, MGX, hn::Sub(g, MG)), R);
-    if constexpr (kDhOut) v = hn::Add(v, LoadTail(dc, dh_out + i, k));
-    StoreTail(dc, v, dx + i, k);
+  auto pair = [&](Pair<DC> dyv, Pair<DC> xv, Pair<DC> wv) HWY_ATTR {
+    return Pair<DC>{half(dyv.a, xv.a, wv.a), half(dyv.b, xv.b, wv.b)};
+  };
+  auto plus = [](Pair<DC> u, Pair<DC> v) HWY_ATTR { return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)}; };
+  auto whole = [&](std::size_t i) HWY_ATTR {  // the P elements at i
+    const auto v = pair(LoadPair<kEO>(dc, dy + i), LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, w + i));
+    if constexpr (kDhOut) return plus(v, LoadPair<kEO>(dc, dh_out + i));
+    else return v;
+  };
+  auto partial = [&](std::size_t i, std::size_t k) HWY_ATTR {  // the k < P elements at i
+    auto v = pair(LoadPairTail<kEO>(dc, dy + i, k), LoadPairTail<kEO>(dc, x + i, k),
+                  LoadPairTail<kEO>(dc, w + i, k));
+    if constexpr (kDhOut) v = plus(v, LoadPairTail<kEO>(dc, dh_out + i, k));
+    StorePairTail<kEO>(dc, v, dx + i, k);
   };
   std::size_t i = 0;
-  if (opts.stream) {
+  if (stream) {
     // Non-temporal stores need aligned addresses: peel up to the first.
-    const std::size_t vec_bytes = N * sizeof(TI);
+    const std::size_t pair_bytes = P * sizeof(TI);
     const std::size_t head =
-        std::min(D, ((vec_bytes - reinterpret_cast<std::uintptr_t>(dx) % vec_bytes) % vec_bytes) / sizeof(TI));
+        std::min(D, ((pair_bytes - reinterpret_cast<std::uintptr_t>(dx) % pair_bytes) % pair_bytes) / sizeof(TI));
     if (head) partial(0, head);
-    for (i = head; i + N <= D; i += N) {
-      opts.prefetch(i);
-      StreamAs(dc, one(i), dx + i);
+    for (i = head; i + P <= D; i += P) {
+      next.last_pass(i, i + P);
+      StreamPair<kEO>(dc, whole(i), dx + i);
     }
   } else {
-    for (; i + N <= D; i += N) {
-      opts.prefetch(i);
-      StoreAs(dc, one(i), dx + i);
+    for (; i + P <= D; i += P) {
+      next.last_pass(i, i + P);
+      StorePair<kEO>(dc, whole(i), dx + i);
     }
   }
   if (i < D) partial(i, D - i);
@@ -204,35 +193,38 @@ void BackwardRowsT(const BackwardArgs& a, std::int64_t begin, std::int64_t end, 
   const C* mean = static_cast<const C*>(a.mean);
   const C* rstd = static_cast<const C*>(a.rstd);
   const auto Off = hn::Set(dc, static_cast<C>(a.weight_offset));
+  constexpr bool kEO = kEvenOdd<TI>;  // dx is bf16 (and then so is dy)
   if constexpr (kParams) {
-    const std::size_t padded = hwy::RoundUpTo(D, hn::Lanes(dc));
+    const std::size_t padded = hwy::RoundUpTo(D, 2 * hn::Lanes(dc));
     std::fill(pdw, pdw + padded, C{0});
     std::fill(pdb, pdb + padded, C{0});
   }
-  PassBOpts opts;
-  opts.stream = stream;
-  opts.dy_size = sizeof(TD);
-  opts.x_size = sizeof(TI);
+  NextRows next;
+  next.D = D;
+  next.size0 = sizeof(TD);
+  next.size1 = sizeof(TI);
   for (std::int64_t row = begin; row < end; ++row) {
     const TD* dy = RowPtr<TD>(a.dy, a.dy_stride, row);
     const TI* x = RowPtr<TI>(a.xin, a.xin_stride, row);
     TI* dx = RowPtr<TI>(a.dx, a.dx_stride, row);
     const bool last = row + 1 == end;
-    opts.next_dy = last ? nullptr : reinterpret_cast<const char*>(dy + a.dy_stride);
-    opts.next_x = last ? nullptr : reinterpret_cast<const char*>(x + a.xin_stride);
+    next.p0 = last ? nullptr : reinterpret_cast<const char*>(dy + a.dy_stride);
+    next.p1 = last ? nullptr : reinterpret_cast<const char*>(x + a.xin_stride);
     const XhatMap<hn::ScalableTag<C>> xhat_of(dc, mean ? static_cast<double>(mean[row]) : 0.0,
                                         static_cast<double>(rstd[row]));
     const auto R = hn::Set(dc, rstd[row]);
     RowSums sums;
     for (std::size_t off = 0; off < D; off += kChunk)
-      ChunkA<kParams>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
-                      kParams ? pdw + off : nullptr, kParams ? pdb + off : nullptr, sums);
+      ChunkA<kParams, kEO>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
+                           kParams ? pdw + off : nullptr, kParams ? pdb + off : nullptr, sums, next, off);
     const auto MG = hn::Set(dc, mean ? static_cast<C>(sums.g / Dd) : C{0});
     const auto MGX = hn::Set(dc, static_cast<C>(sums.gx / Dd));
     if (a.dh_out)
-      RowB<true>(dc, dy, x, w, RowPtr<TI>(a.dh_out, a.dh_out_stride, row), dx, D, xhat_of, R, Off, MG, MGX, opts);
+      RowB<true, kEO>(dc, dy, x, w, RowPtr<TI>(a.dh_out, a.dh_out_stride, row), dx, D, xhat_of, R, Off, MG, MGX,
+                      stream, next);
     else
-      RowB<false>(dc, dy, x, w, static_cast<const TI*>(nullptr), dx, D, xhat_of, R, Off, MG, MGX, opts);
+      RowB<false, kEO>(dc, dy, x, w, static_cast<const TI*>(nullptr), dx, D, xhat_of, R, Off, MG, MGX, stream,
+                       next);
   }
   if (stream) hwy::FlushStream();  // order the non-temporal stores before the join
 }
@@ -297,11 +289,37 @@ bool wants_params(const BackwardArgs& a) { return a.dweight || a.dbias; }
 
 std::size_t acc_bytes(const BackwardArgs& a) { return a.dy_dtype == DType::f64 ? 8 : 4; }
 
-// Accumulator row length: D rounded up to whole vectors of the widest target,
-// so pass A can load and store partials without tail handling.
+// Accumulator row length: D rounded up to whole pairs of vectors of the
+// widest target, so pass A can load and store partials without tail handling.
 std::int64_t padded_width(const BackwardArgs& a) {
-  const std::int64_t lanes = 64 / static_cast<std::int64_t>(acc_bytes(a));
+  const std::int64_t lanes = 2 * 64 / static_cast<std::int64_t>(acc_bytes(a));
   return (a.D + lanes - 1) / lanes * lanes;
+}
+
+// Lanes of a vector if pass A kept the partial sums in the even/odd layout
+// (bf16 rows, see ChunkA), else 0.
+std::int64_t even_odd_lanes(const BackwardArgs& a) {
+  return a.xin_dtype == DType::bf16 ? static_cast<std::int64_t>(HWY_DYNAMIC_DISPATCH(ComputeLanes)(a.dy_dtype)) : 0;
+}
+
+// Calls f(j, value of element j) for j < D over one row of partials: in
+// order, or, with eo_lanes = L > 0, each pair of L-lane vectors holding its
+// 2L elements even-indexed first.
+template <class C, class F>
+void for_each_partial(const C* p, std::int64_t D, std::int64_t eo_lanes, F&& f) {
+  if (eo_lanes == 0) {
+    for (std::int64_t j = 0; j < D; ++j) f(j, p[j]);
+    return;
+  }
+  for (std::int64_t base = 0; base < D; base += 2 * eo_lanes) {
+    const C* even = p + base;
+    const C* odd = even + eo_lanes;
+    const std::int64_t n = std::min(eo_lanes, (D - base + 1) / 2);  // even elements in this pair
+    for (std::int64_t k = 0; k < n; ++k) {
+      f(base + 2 * k, even[k]);
+      if (base + 2 * k + 1 < D) f(base + 2 * k + 1, odd[k]);
+    }
+  }
 }
 
 // Writes sum[j] (j < D) in the gradient's dtype t.
@@ -324,21 +342,21 @@ void store_gradient(const double* sum, std::int64_t D, DType t, void* out) {
 }
 
 // Sums the block partials in block order and writes the gradient in dtype t.
-// One block whose accumulators already have the gradient's type (f32
-// partials for an f32 gradient: a single term rounds to itself) is copied.
+// One block of in-order accumulators that already have the gradient's type
+// (f32 partials for an f32 gradient: a single term rounds to itself) is
+// copied. eo_lanes: see for_each_partial.
 template <class C>
-void reduce_blocks(const C* partials, std::int64_t blocks, std::int64_t stride, std::int64_t D, DType t,
-                   void* out) {
-  if (blocks == 1 && t == (std::is_same_v<C, double> ? DType::f64 : DType::f32)) {
+void reduce_blocks(const C* partials, std::int64_t blocks, std::int64_t stride, std::int64_t D,
+                   std::int64_t eo_lanes, DType t, void* out) {
+  if (blocks == 1 && eo_lanes == 0 && t == (std::is_same_v<C, double> ? DType::f64 : DType::f32)) {
     std::memcpy(out, partials, static_cast<std::size_t>(D) * sizeof(C));
     return;
   }
   double* sum = static_cast<double*>(scratch_buffer(static_cast<std::size_t>(D) * sizeof(double), 1));
-  for (std::int64_t j = 0; j < D; ++j) sum[j] = static_cast<double>(partials[j]);
-  for (std::int64_t b = 1; b < blocks; ++b) {
-    const C* p = partials + b * stride;
-    for (std::int64_t j = 0; j < D; ++j) sum[j] += static_cast<double>(p[j]);
-  }
+  for_each_partial(partials, D, eo_lanes, [&](std::int64_t j, C v) { sum[j] = static_cast<double>(v); });
+  for (std::int64_t b = 1; b < blocks; ++b)
+    for_each_partial(partials + b * stride, D, eo_lanes,
+                     [&](std::int64_t j, C v) { sum[j] += static_cast<double>(v); });
   store_gradient(sum, D, t, out);
 }
 
@@ -376,7 +394,7 @@ void cpu_backward(const BackwardArgs& args) {
   // kParamScratchBytes (or one block's 2·D accumulators if larger); reused
   // across calls on this thread.
   const std::int64_t stride = padded_width(a);
-  assert(static_cast<std::size_t>(stride) % HWY_DYNAMIC_DISPATCH(ComputeLanes)(a.dy_dtype) == 0);
+  assert(static_cast<std::size_t>(stride) % (2 * HWY_DYNAMIC_DISPATCH(ComputeLanes)(a.dy_dtype)) == 0);
   const ParamBlocks pb = param_blocks(a.rows, stride, acc_bytes(a));
   const std::size_t bytes = static_cast<std::size_t>(pb.count * 2 * stride) * acc_bytes(a);
   std::byte* partials = static_cast<std::byte*>(scratch_buffer(bytes, 0));
@@ -392,14 +410,15 @@ void cpu_backward(const BackwardArgs& args) {
 
   // dweight rows sit at even multiples of `stride`, dbias rows at odd ones.
   const std::int64_t block_stride = 2 * stride;
+  const std::int64_t eo = even_odd_lanes(a);
   if (a.dy_dtype == DType::f64) {
     const double* p = reinterpret_cast<const double*>(partials);
-    if (a.dweight) reduce_blocks(p, pb.count, block_stride, a.D, a.w_dtype, a.dweight);
-    if (a.dbias) reduce_blocks(p + stride, pb.count, block_stride, a.D, a.w_dtype, a.dbias);
+    if (a.dweight) reduce_blocks(p, pb.count, block_stride, a.D, eo, a.w_dtype, a.dweight);
+    if (a.dbias) reduce_blocks(p + stride, pb.count, block_stride, a.D, eo, a.w_dtype, a.dbias);
   } else {
     const float* p = reinterpret_cast<const float*>(partials);
-    if (a.dweight) reduce_blocks(p, pb.count, block_stride, a.D, a.w_dtype, a.dweight);
-    if (a.dbias) reduce_blocks(p + stride, pb.count, block_stride, a.D, a.w_dtype, a.dbias);
+    if (a.dweight) reduce_blocks(p, pb.count, block_stride, a.D, eo, a.w_dtype, a.dweight);
+    if (a.dbias) reduce_blocks(p + stride, pb.count, block_stride, a.D, eo, a.w_dtype, a.dbias);
   }
 }
 

@@ -69,34 +69,6 @@ struct Moments {
   }
 };
 
-// The next row's inputs, fetched into L2 while this row is processed, so the
-// next statistics pass finds them there. Memory should never wait for the
-// loops, so the fetches are spread over the row: the first statistics pass
-// (summing x, or writing h) fetches the first half of the next row as it
-// goes, the output pass the second half. Fetching it all in the output pass
-// leaves the memory idle while the statistics run: on this machine that cost
-// LayerNorm f32 at D = 768 about 10% of its time beyond cache.
-struct NextRow {
-  const char* x = nullptr;  // null: nothing to fetch (the last row of a range)
-  std::size_t x_size = 0;   // bytes per element
-  const char* r = nullptr;  // fused: the next row of the residual
-  std::size_t r_size = 0;
-  std::size_t D = 0;
-
-  // The cache lines of elements [lo, hi), each fetched once over the row.
-  HWY_INLINE void fetch(std::size_t lo, std::size_t hi) const {
-    if (!x) return;
-    for (std::size_t k = (lo * x_size + 63) & ~std::size_t{63}; k < hi * x_size; k += 64)
-      __builtin_prefetch(x + k, 0, 2);
-    for (std::size_t k = (lo * r_size + 63) & ~std::size_t{63}; r && k < hi * r_size; k += 64)
-      __builtin_prefetch(r + k, 0, 2);
-  }
-  // The statistics pass has reached elements [g0, g1) of this row; the
-  // output pass the same.
-  HWY_INLINE void stats(std::size_t g0, std::size_t g1) const { fetch(g0 / 2, g1 / 2); }
-  HWY_INLINE void output(std::size_t g0, std::size_t g1) const { fetch((D + g0) / 2, (D + g1) / 2); }
-};
-
 // The chunk loops below step over pairs of vectors (see Pair in
 // vec-inl.hpp): two pairs, four independent accumulators, per iteration;
 // then at most one whole pair and a zero-padded tail. kEO selects the
@@ -106,20 +78,20 @@ struct NextRow {
 // The chunk starts at element `off` of the row (for `next`).
 template <bool kEO, class DC, class T>
 HWY_INLINE double SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
-                           const NextRow& next, std::size_t off) {
+                           const NextRows& next, std::size_t off) {
   const std::size_t P = 2 * hn::Lanes(dc);
   const auto S = hn::Set(dc, scale);
   auto s0 = hn::Zero(dc), s1 = hn::Zero(dc), s2 = hn::Zero(dc), s3 = hn::Zero(dc);
   std::size_t i = 0;
   for (; i + 2 * P <= n; i += 2 * P) {
-    next.stats(off + i, off + i + 2 * P);
+    next.first_pass(off + i, off + i + 2 * P);
     const auto u = LoadPair<kEO>(dc, p + i), v = LoadPair<kEO>(dc, p + i + P);
     s0 = hn::MulAdd(u.a, S, s0);
     s1 = hn::MulAdd(u.b, S, s1);
     s2 = hn::MulAdd(v.a, S, s2);
     s3 = hn::MulAdd(v.b, S, s3);
   }
-  next.stats(off + i, off + n);
+  next.first_pass(off + i, off + n);
   if (i + P <= n) {
     const auto u = LoadPair<kEO>(dc, p + i);
     s0 = hn::MulAdd(u.a, S, s0);
@@ -185,7 +157,7 @@ HWY_INLINE void CentredChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::
 // cancellation to guard against.
 template <bool kEO, class DC, class T>
 HWY_INLINE double SquaresChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
-                               const NextRow& next, std::size_t off) {
+                               const NextRows& next, std::size_t off) {
   const std::size_t P = 2 * hn::Lanes(dc);
   const auto S = hn::Set(dc, scale);
   auto q0 = hn::Zero(dc), q1 = hn::Zero(dc), q2 = hn::Zero(dc), q3 = hn::Zero(dc);
@@ -195,14 +167,14 @@ HWY_INLINE double SquaresChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn
   };
   std::size_t i = 0;
   for (; i + 2 * P <= n; i += 2 * P) {
-    next.stats(off + i, off + i + 2 * P);
+    next.first_pass(off + i, off + i + 2 * P);
     const auto u = LoadPair<kEO>(dc, p + i), v = LoadPair<kEO>(dc, p + i + P);
     q0 = sq(u.a, q0);
     q1 = sq(u.b, q1);
     q2 = sq(v.a, q2);
     q3 = sq(v.b, q3);
   }
-  next.stats(off + i, off + n);
+  next.first_pass(off + i, off + n);
   if (i + P <= n) {
     const auto u = LoadPair<kEO>(dc, p + i);
     q0 = sq(u.a, q0);
@@ -225,7 +197,7 @@ HWY_INLINE double SquaresChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn
 // plain op applied to h.
 template <bool kSquares, bool kEO, class DC, class TX, class TR>
 HWY_INLINE double FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
-                             std::size_t n, const NextRow& next, std::size_t off) {
+                             std::size_t n, const NextRows& next, std::size_t off) {
   const std::size_t P = 2 * hn::Lanes(dc);
   auto a0 = hn::Zero(dc), a1 = hn::Zero(dc), a2 = hn::Zero(dc), a3 = hn::Zero(dc);
   auto acc = [](auto a, auto v) HWY_ATTR { return kSquares ? hn::MulAdd(v, v, a) : hn::Add(a, v); };
@@ -235,14 +207,14 @@ HWY_INLINE double FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_REST
   };
   std::size_t i = 0;
   for (; i + 2 * P <= n; i += 2 * P) {
-    next.stats(off + i, off + i + 2 * P);
+    next.first_pass(off + i, off + i + 2 * P);
     const auto u = step(i), v = step(i + P);
     a0 = acc(a0, u.a);
     a1 = acc(a1, u.b);
     a2 = acc(a2, v.a);
     a3 = acc(a3, v.b);
   }
-  next.stats(off + i, off + n);
+  next.first_pass(off + i, off + n);
   if (i + P <= n) {
     const auto u = step(i);
     a0 = acc(a0, u.a);
@@ -269,7 +241,7 @@ struct RowStats {
 
 template <NormKind K, class DC, class T>
 HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale,
-                                 const NextRow& next) {
+                                 const NextRows& next) {
   using C = hn::TFromD<DC>;
   constexpr bool kEO = kEvenOdd<T>;
   if constexpr (K == NormKind::rms) {
@@ -293,7 +265,7 @@ HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, 
 
 template <NormKind K, class DC, class TX, class TR>
 HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
-                                    std::size_t D, const NextRow& next) {
+                                    std::size_t D, const NextRows& next) {
   using C = hn::TFromD<DC>;
   constexpr bool kEO = kEvenOdd<TR>;  // h's layout, as StatsOfRow would take it
   if constexpr (K == NormKind::rms) {
@@ -319,7 +291,7 @@ HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* H
 // too large to stay in cache; `next`, the next row to fetch meanwhile.
 struct OutputOpts {
   bool stream = false;
-  NextRow next;
+  NextRows next;
 };
 
 // y = ((x·S − M) − M_lo)·R·(w + off) + b, row re-read from cache. S = 1
@@ -362,12 +334,12 @@ HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_
         D, ((pair_bytes - reinterpret_cast<std::uintptr_t>(y) % pair_bytes) % pair_bytes) / sizeof(TY));
     if (head) partial(head);
     for (i = head; i + P <= D; i += P) {
-      opts.next.output(i, i + P);
+      opts.next.last_pass(i, i + P);
       StreamPair<kEO>(dc, whole(i), y + i);
     }
   } else {
     for (; i + P <= D; i += P) {
-      opts.next.output(i, i + P);
+      opts.next.last_pass(i, i + P);
       StorePair<kEO>(dc, whole(i), y + i);
     }
   }
@@ -410,7 +382,7 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
       constexpr int kMaxExp = std::numeric_limits<C>::max_exponent - 2;
       const int e = std::clamp(std::ilogb(amax) + 1, -kMaxExp, kMaxExp);
       scale = std::ldexp(1.0, -e);
-      st = StatsOfRow<K>(dc, p, D, static_cast<C>(scale), NextRow{});
+      st = StatsOfRow<K>(dc, p, D, static_cast<C>(scale), NextRows{});
       var = st.m2 / Dd;
     }
   }
@@ -469,13 +441,13 @@ void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bo
     C* mean_r = mean ? mean + row : nullptr;
     C* rstd_r = rstd ? rstd + row : nullptr;
     const bool last = row + 1 == end;
-    opts.next.x = last ? nullptr : reinterpret_cast<const char*>(x + a.x_stride);
-    opts.next.x_size = sizeof(TX);
+    opts.next.p0 = last ? nullptr : reinterpret_cast<const char*>(x + a.x_stride);
+    opts.next.size0 = sizeof(TX);
     if (a.residual) {
       TR* h = RowPtr<TR>(a.h, a.h_stride, row);
       const TR* res = RowPtr<TR>(a.residual, a.residual_stride, row);
-      opts.next.r = last ? nullptr : reinterpret_cast<const char*>(res + a.residual_stride);
-      opts.next.r_size = sizeof(TR);
+      opts.next.p1 = last ? nullptr : reinterpret_cast<const char*>(res + a.residual_stride);
+      opts.next.size1 = sizeof(TR);
       const RowStats st = FusedStatsOfRow<K>(dc, x, res, h, D, opts.next);
       NormalizeRow<K>(dc, static_cast<const TR*>(h), st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r, opts);
     } else {
