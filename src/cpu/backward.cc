@@ -79,7 +79,7 @@ struct XhatMap {
   HWY_INLINE hn::Vec<DC> operator()(hn::Vec<DC> x) const { return hn::Mul(hn::MulSub(x, s, ms), rs); }
 };
 
-// Pass A over one chunk at element `off` of the row, a pair of vectors at a
+// Pass A over one chunk of the row, a pair of vectors at a
 // time (see Pair in vec-inl.hpp; kEO: the even/odd layout of bf16 rows):
 // four independent FMA/add chains, enough to cover the 4-cycle FMA latency.
 // kParams: also accumulate dy·x̂ into pdw and dy into pdb, in the pair
@@ -89,7 +89,7 @@ template <bool kParams, bool kEO, class DC, class TD, class TI, class TW>
 HWY_INLINE void ChunkA(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
                        std::size_t n, const XhatMap<DC>& xhat_of, hn::Vec<DC> Off,
                        hn::TFromD<DC>* HWY_RESTRICT pdw, hn::TFromD<DC>* HWY_RESTRICT pdb, RowSums& sums,
-                       const NextRows& next, std::size_t off) {
+                       NextRows& next) {
   const std::size_t N = hn::Lanes(dc);
   const std::size_t P = 2 * N;
   auto g0 = hn::Zero(dc), g1 = hn::Zero(dc), gx0 = hn::Zero(dc), gx1 = hn::Zero(dc);
@@ -105,7 +105,7 @@ HWY_INLINE void ChunkA(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT 
   };
   std::size_t i = 0;
   for (; i + P <= n; i += P) {
-    next.first_pass(off + i, off + i + P);
+    next.advance<sizeof(TD), sizeof(TI)>(P);
     const auto dyv = LoadPair<kEO>(dc, dy + i), xv = LoadPair<kEO>(dc, x + i), wv = LoadPair<kEO>(dc, w + i);
     half(dyv.a, xhat_of(xv.a), wv.a, i, g0, gx0);
     half(dyv.b, xhat_of(xv.b), wv.b, i + N, g1, gx1);
@@ -131,7 +131,7 @@ HWY_INLINE void ChunkA(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT 
 template <bool kDhOut, bool kEO, class DC, class TD, class TI, class TW>
 HWY_INLINE void RowB(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w, const TI* dh_out, TI* dx,
                      std::size_t D, const XhatMap<DC>& xhat_of, hn::Vec<DC> R, hn::Vec<DC> Off, hn::Vec<DC> MG,
-                     hn::Vec<DC> MGX, bool stream, const NextRows& next) {
+                     hn::Vec<DC> MGX, bool stream, NextRows& next) {
   const std::size_t P = 2 * hn::Lanes(dc);
   auto half = [&](auto dyv, auto xv, auto wv) HWY_ATTR {
     const auto g = hn::Mul(hn::Add(wv, Off), dyv);
@@ -160,12 +160,12 @@ HWY_INLINE void RowB(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w,
         std::min(D, ((pair_bytes - reinterpret_cast<std::uintptr_t>(dx) % pair_bytes) % pair_bytes) / sizeof(TI));
     if (head) partial(0, head);
     for (i = head; i + P <= D; i += P) {
-      next.last_pass(i, i + P);
+      next.advance<sizeof(TD), sizeof(TI)>(P);
       StreamPair<kEO>(dc, whole(i), dx + i);
     }
   } else {
     for (; i + P <= D; i += P) {
-      next.last_pass(i, i + P);
+      next.advance<sizeof(TD), sizeof(TI)>(P);
       StorePair<kEO>(dc, whole(i), dx + i);
     }
   }
@@ -200,9 +200,6 @@ void BackwardRowsT(const BackwardArgs& a, std::int64_t begin, std::int64_t end, 
     std::fill(pdb, pdb + padded, C{0});
   }
   NextRows next;
-  next.D = D;
-  next.size0 = sizeof(TD);
-  next.size1 = sizeof(TI);
   for (std::int64_t row = begin; row < end; ++row) {
     const TD* dy = RowPtr<TD>(a.dy, a.dy_stride, row);
     const TI* x = RowPtr<TI>(a.xin, a.xin_stride, row);
@@ -216,7 +213,7 @@ void BackwardRowsT(const BackwardArgs& a, std::int64_t begin, std::int64_t end, 
     RowSums sums;
     for (std::size_t off = 0; off < D; off += kChunk)
       ChunkA<kParams, kEO>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
-                           kParams ? pdw + off : nullptr, kParams ? pdb + off : nullptr, sums, next, off);
+                           kParams ? pdw + off : nullptr, kParams ? pdb + off : nullptr, sums, next);
     const auto MG = hn::Set(dc, mean ? static_cast<C>(sums.g / Dd) : C{0});
     const auto MGX = hn::Set(dc, static_cast<C>(sums.gx / Dd));
     if (a.dh_out)

@@ -75,23 +75,23 @@ struct Moments {
 // even/odd layout, used for bf16 rows.
 
 // Σ x·scale over one chunk (pass 1 of LayerNorm's statistics).
-// The chunk starts at element `off` of the row (for `next`).
+// `next`: fetched as the pass goes (see NextRows).
 template <bool kEO, class DC, class T>
 HWY_INLINE double SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
-                           const NextRows& next, std::size_t off) {
+                           NextRows& next) {
   const std::size_t P = 2 * hn::Lanes(dc);
   const auto S = hn::Set(dc, scale);
   auto s0 = hn::Zero(dc), s1 = hn::Zero(dc), s2 = hn::Zero(dc), s3 = hn::Zero(dc);
   std::size_t i = 0;
   for (; i + 2 * P <= n; i += 2 * P) {
-    next.first_pass(off + i, off + i + 2 * P);
+    next.advance<sizeof(T), 0>(2 * P);
     const auto u = LoadPair<kEO>(dc, p + i), v = LoadPair<kEO>(dc, p + i + P);
     s0 = hn::MulAdd(u.a, S, s0);
     s1 = hn::MulAdd(u.b, S, s1);
     s2 = hn::MulAdd(v.a, S, s2);
     s3 = hn::MulAdd(v.b, S, s3);
   }
-  next.first_pass(off + i, off + n);
+  next.advance<sizeof(T), 0>(n - i);
   if (i + P <= n) {
     const auto u = LoadPair<kEO>(dc, p + i);
     s0 = hn::MulAdd(u.a, S, s0);
@@ -157,7 +157,7 @@ HWY_INLINE void CentredChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::
 // cancellation to guard against.
 template <bool kEO, class DC, class T>
 HWY_INLINE double SquaresChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
-                               const NextRows& next, std::size_t off) {
+                               NextRows& next) {
   const std::size_t P = 2 * hn::Lanes(dc);
   const auto S = hn::Set(dc, scale);
   auto q0 = hn::Zero(dc), q1 = hn::Zero(dc), q2 = hn::Zero(dc), q3 = hn::Zero(dc);
@@ -167,14 +167,14 @@ HWY_INLINE double SquaresChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn
   };
   std::size_t i = 0;
   for (; i + 2 * P <= n; i += 2 * P) {
-    next.first_pass(off + i, off + i + 2 * P);
+    next.advance<sizeof(T), 0>(2 * P);
     const auto u = LoadPair<kEO>(dc, p + i), v = LoadPair<kEO>(dc, p + i + P);
     q0 = sq(u.a, q0);
     q1 = sq(u.b, q1);
     q2 = sq(v.a, q2);
     q3 = sq(v.b, q3);
   }
-  next.first_pass(off + i, off + n);
+  next.advance<sizeof(T), 0>(n - i);
   if (i + P <= n) {
     const auto u = LoadPair<kEO>(dc, p + i);
     q0 = sq(u.a, q0);
@@ -197,7 +197,7 @@ HWY_INLINE double SquaresChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn
 // plain op applied to h.
 template <bool kSquares, bool kEO, class DC, class TX, class TR>
 HWY_INLINE double FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
-                             std::size_t n, const NextRows& next, std::size_t off) {
+                             std::size_t n, NextRows& next) {
   const std::size_t P = 2 * hn::Lanes(dc);
   auto a0 = hn::Zero(dc), a1 = hn::Zero(dc), a2 = hn::Zero(dc), a3 = hn::Zero(dc);
   auto acc = [](auto a, auto v) HWY_ATTR { return kSquares ? hn::MulAdd(v, v, a) : hn::Add(a, v); };
@@ -207,14 +207,14 @@ HWY_INLINE double FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_REST
   };
   std::size_t i = 0;
   for (; i + 2 * P <= n; i += 2 * P) {
-    next.first_pass(off + i, off + i + 2 * P);
+    next.advance<sizeof(TX), sizeof(TR)>(2 * P);
     const auto u = step(i), v = step(i + P);
     a0 = acc(a0, u.a);
     a1 = acc(a1, u.b);
     a2 = acc(a2, v.a);
     a3 = acc(a3, v.b);
   }
-  next.first_pass(off + i, off + n);
+  next.advance<sizeof(TX), sizeof(TR)>(n - i);
   if (i + P <= n) {
     const auto u = step(i);
     a0 = acc(a0, u.a);
@@ -241,20 +241,20 @@ struct RowStats {
 
 template <NormKind K, class DC, class T>
 HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale,
-                                 const NextRows& next) {
+                                 NextRows& next) {
   using C = hn::TFromD<DC>;
   constexpr bool kEO = kEvenOdd<T>;
   if constexpr (K == NormKind::rms) {
     double q = 0;
     for (std::size_t off = 0; off < D; off += kChunk)
-      q += SquaresChunk<kEO>(dc, p + off, std::min(kChunk, D - off), scale, next, off);
+      q += SquaresChunk<kEO>(dc, p + off, std::min(kChunk, D - off), scale, next);
     return {0.0, 0.0, q};
   } else {
     Moments mo;
     for (std::size_t off = 0; off < D; off += kChunk) {
       const std::size_t n = std::min(kChunk, D - off);
       const double nd = static_cast<double>(n);
-      const C m = static_cast<C>(SumChunk<kEO>(dc, p + off, n, scale, next, off) / nd);
+      const C m = static_cast<C>(SumChunk<kEO>(dc, p + off, n, scale, next) / nd);
       double e = 0, q = 0;
       CentredChunk<kEO>(dc, p + off, n, scale, m, e, q);
       mo.merge(nd, static_cast<double>(m), e, q);
@@ -265,20 +265,20 @@ HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, 
 
 template <NormKind K, class DC, class TX, class TR>
 HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
-                                    std::size_t D, const NextRows& next) {
+                                    std::size_t D, NextRows& next) {
   using C = hn::TFromD<DC>;
   constexpr bool kEO = kEvenOdd<TR>;  // h's layout, as StatsOfRow would take it
   if constexpr (K == NormKind::rms) {
     double q = 0;
     for (std::size_t off = 0; off < D; off += kChunk)
-      q += FusedChunk<true, kEO>(dc, x + off, r + off, h + off, std::min(kChunk, D - off), next, off);
+      q += FusedChunk<true, kEO>(dc, x + off, r + off, h + off, std::min(kChunk, D - off), next);
     return {0.0, 0.0, q};
   } else {
     Moments mo;
     for (std::size_t off = 0; off < D; off += kChunk) {
       const std::size_t n = std::min(kChunk, D - off);
       const double nd = static_cast<double>(n);
-      const C m = static_cast<C>(FusedChunk<false, kEO>(dc, x + off, r + off, h + off, n, next, off) / nd);
+      const C m = static_cast<C>(FusedChunk<false, kEO>(dc, x + off, r + off, h + off, n, next) / nd);
       double e = 0, q = 0;
       CentredChunk<kEO>(dc, h + off, n, C{1}, m, e, q);  // the stored h, now in L1
       mo.merge(nd, static_cast<double>(m), e, q);
@@ -303,7 +303,7 @@ struct OutputOpts {
 template <NormKind K, class DC, class TI, class TY, class TW>
 HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_RESTRICT w,
                           const TW* HWY_RESTRICT b, std::size_t D, hn::TFromD<DC> s, hn::TFromD<DC> m,
-                          hn::TFromD<DC> m_lo, hn::TFromD<DC> r, hn::TFromD<DC> off, const OutputOpts& opts) {
+                          hn::TFromD<DC> m_lo, hn::TFromD<DC> r, hn::TFromD<DC> off, OutputOpts& opts) {
   constexpr bool kEO = kEvenOdd<TY>;
   const std::size_t P = 2 * hn::Lanes(dc);
   const auto S = hn::Set(dc, s), M = hn::Set(dc, m), Mlo = hn::Set(dc, m_lo), R = hn::Set(dc, r);
@@ -334,12 +334,12 @@ HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_
         D, ((pair_bytes - reinterpret_cast<std::uintptr_t>(y) % pair_bytes) % pair_bytes) / sizeof(TY));
     if (head) partial(head);
     for (i = head; i + P <= D; i += P) {
-      opts.next.last_pass(i, i + P);
+      opts.next.advance<sizeof(TY), sizeof(TI)>(P);
       StreamPair<kEO>(dc, whole(i), y + i);
     }
   } else {
     for (; i + P <= D; i += P) {
-      opts.next.last_pass(i, i + P);
+      opts.next.advance<sizeof(TY), sizeof(TI)>(P);
       StorePair<kEO>(dc, whole(i), y + i);
     }
   }
@@ -360,7 +360,7 @@ constexpr double kTinyVariance =
 template <NormKind K, class DC, class TI, class TY, class TW>
 HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y, const TW* w, const TW* b,
                              std::size_t D, double eps, double offset, hn::TFromD<DC>* mean_out,
-                             hn::TFromD<DC>* rstd_out, const OutputOpts& opts) {
+                             hn::TFromD<DC>* rstd_out, OutputOpts& opts) {
   using C = hn::TFromD<DC>;
   const double Dd = static_cast<double>(D);
   double scale = 1.0;
@@ -382,7 +382,8 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
       constexpr int kMaxExp = std::numeric_limits<C>::max_exponent - 2;
       const int e = std::clamp(std::ilogb(amax) + 1, -kMaxExp, kMaxExp);
       scale = std::ldexp(1.0, -e);
-      st = StatsOfRow<K>(dc, p, D, static_cast<C>(scale), NextRows{});
+      NextRows none;
+      st = StatsOfRow<K>(dc, p, D, static_cast<C>(scale), none);
       var = st.m2 / Dd;
     }
   }
@@ -434,7 +435,6 @@ void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bo
   C* rstd = static_cast<C*>(a.rstd);
   OutputOpts opts;
   opts.stream = stream;
-  opts.next.D = D;
   for (std::int64_t row = begin; row < end; ++row) {
     const TX* x = RowPtr<TX>(a.x, a.x_stride, row);
     TX* y = RowPtr<TX>(a.y, a.y_stride, row);
@@ -442,12 +442,10 @@ void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bo
     C* rstd_r = rstd ? rstd + row : nullptr;
     const bool last = row + 1 == end;
     opts.next.p0 = last ? nullptr : reinterpret_cast<const char*>(x + a.x_stride);
-    opts.next.size0 = sizeof(TX);
     if (a.residual) {
       TR* h = RowPtr<TR>(a.h, a.h_stride, row);
       const TR* res = RowPtr<TR>(a.residual, a.residual_stride, row);
       opts.next.p1 = last ? nullptr : reinterpret_cast<const char*>(res + a.residual_stride);
-      opts.next.size1 = sizeof(TR);
       const RowStats st = FusedStatsOfRow<K>(dc, x, res, h, D, opts.next);
       NormalizeRow<K>(dc, static_cast<const TR*>(h), st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r, opts);
     } else {

@@ -335,28 +335,28 @@ HWY_INLINE void PairTailMasks(DC dc, std::size_t n, hn::Mask<DC>& a, hn::Mask<DC
 // The next row's inputs (one or two arrays), fetched into L2 while this row
 // is processed, so the next row's first pass finds them there. Memory should
 // never wait for the loops, so the fetches are spread over the row: the
-// first pass over the row fetches the first half of the next row as it goes,
-// the last pass the second half. Fetching it all in the last pass leaves the
+// first and the last pass over this row each fetch half of the next row, in
+// step with their progress. Fetching it all in the last pass leaves the
 // memory idle during the first: on this machine that cost LayerNorm f32 at
 // D = 768 about 10% of its time beyond cache.
 struct NextRows {
-  const char* p0 = nullptr;  // null: nothing to fetch (the last row of a range)
-  std::size_t size0 = 0;     // bytes per element
-  const char* p1 = nullptr;  // a second array, or null
-  std::size_t size1 = 0;
-  std::size_t D = 0;
+  const char* p0 = nullptr;  // cursor in the next row of the first array; null: none
+  const char* p1 = nullptr;  // cursor in the next row of a second array, or null
 
-  // The cache lines of elements [lo, hi), each fetched once over the row.
-  HWY_INLINE void fetch(std::size_t lo, std::size_t hi) const {
+  // A pass over this row has covered n more elements; the arrays' elements
+  // have S0 and S1 bytes. Fetches the next n/2 elements' lines of each.
+  template <std::size_t S0, std::size_t S1>
+  HWY_INLINE void advance(std::size_t n) {
     if (!p0) return;
-    for (std::size_t k = (lo * size0 + 63) & ~std::size_t{63}; k < hi * size0; k += 64)
-      __builtin_prefetch(p0 + k, 0, 2);
-    for (std::size_t k = (lo * size1 + 63) & ~std::size_t{63}; p1 && k < hi * size1; k += 64)
-      __builtin_prefetch(p1 + k, 0, 2);
+    const std::size_t b0 = n * S0 / 2;
+    for (std::size_t k = 0; k < b0; k += 64) __builtin_prefetch(p0 + k, 0, 2);
+    p0 += b0;
+    if (S1 != 0 && p1) {
+      const std::size_t b1 = n * S1 / 2;
+      for (std::size_t k = 0; k < b1; k += 64) __builtin_prefetch(p1 + k, 0, 2);
+      p1 += b1;
+    }
   }
-  // The first (last) pass over this row has reached elements [g0, g1).
-  HWY_INLINE void first_pass(std::size_t g0, std::size_t g1) const { fetch(g0 / 2, g1 / 2); }
-  HWY_INLINE void last_pass(std::size_t g0, std::size_t g1) const { fetch((D + g0) / 2, (D + g1) / 2); }
 };
 
 // Sum of all lanes, widened to double.
