@@ -260,6 +260,79 @@ void BackwardRange(const BackwardArgs& a, std::int64_t begin, std::int64_t end, 
   }
 }
 
+namespace {
+// One pair of vectors at element i of a row of partials: the sum over the
+// blocks in block order in f64, rounded to f32 (the value itself for one
+// block).
+template <class DF>
+HWY_INLINE Pair<DF> SumBlocks(DF df, const float* HWY_RESTRICT p, std::size_t blocks, std::size_t stride,
+                              std::size_t i) {
+  const std::size_t N = hn::Lanes(df);
+  if (blocks == 1) return {hn::Load(df, p + i), hn::Load(df, p + i + N)};
+#if HWY_TARGET == HWY_SCALAR
+  double a = p[i], b = p[i + 1];
+  for (std::size_t k = 1; k < blocks; ++k) {
+    a += p[k * stride + i];
+    b += p[k * stride + i + 1];
+  }
+  return {hn::Set(df, static_cast<float>(a)), hn::Set(df, static_cast<float>(b))};
+#else
+  const hn::Half<DF> dh;
+  const hn::Rebind<double, decltype(dh)> dd;
+  auto sum = [&](std::size_t at) HWY_ATTR {
+    const auto v = hn::Load(df, p + at);
+    auto lo = hn::PromoteTo(dd, hn::LowerHalf(dh, v)), hi = hn::PromoteTo(dd, hn::UpperHalf(dh, v));
+    for (std::size_t k = 1; k < blocks; ++k) {
+      const auto w = hn::Load(df, p + k * stride + at);
+      lo = hn::Add(lo, hn::PromoteTo(dd, hn::LowerHalf(dh, w)));
+      hi = hn::Add(hi, hn::PromoteTo(dd, hn::UpperHalf(dh, w)));
+    }
+    return hn::Combine(df, hn::DemoteTo(dh, hi), hn::DemoteTo(dh, lo));
+  };
+  return {sum(i), sum(i + N)};
+#endif
+}
+
+template <bool kEO, class T>
+void ReduceBlocksT(const float* HWY_RESTRICT p, std::size_t blocks, std::size_t stride, std::size_t D,
+                   T* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> df;
+  const std::size_t P = 2 * hn::Lanes(df);
+  std::size_t i = 0;
+  for (; i + P <= D; i += P) StorePair<kEO>(df, SumBlocks(df, p, blocks, stride, i), out + i);
+  if (i < D) StorePairTail<kEO>(df, SumBlocks(df, p, blocks, stride, i), out + i, D - i);
+}
+}  // namespace
+
+// reduce_blocks for f32 partial sums (see there) in vectors: each element
+// summed over the blocks in block order in f64, rounded to f32, then stored
+// as the gradient's dtype t. even_odd: the partials are in a bf16 row's
+// layout, which only a bf16 gradient can be stored from (the pair store
+// interleaves by packing); false is returned, and nothing written, for an
+// f32 gradient from such partials. The rows are padded to whole pairs.
+bool ReduceBlocks32(const float* p, std::int64_t blocks, std::int64_t stride, std::int64_t D, bool even_odd,
+                    DType t, void* out) {
+  const std::size_t nb = static_cast<std::size_t>(blocks), st = static_cast<std::size_t>(stride);
+  const std::size_t n = static_cast<std::size_t>(D);
+  switch (t) {
+    case DType::bf16:
+      if (even_odd) ReduceBlocksT<true>(p, nb, st, n, static_cast<hwy::bfloat16_t*>(out));
+      else ReduceBlocksT<false>(p, nb, st, n, static_cast<hwy::bfloat16_t*>(out));
+      return true;
+    case DType::f16:
+      if (even_odd) return false;
+      ReduceBlocksT<false>(p, nb, st, n, static_cast<hwy::float16_t*>(out));
+      return true;
+    case DType::f32:
+      if (even_odd) return false;
+      ReduceBlocksT<false>(p, nb, st, n, static_cast<float*>(out));
+      return true;
+    case DType::f64:
+      return false;
+  }
+  return false;
+}
+
 // Elements per vector of the compute type for dy's dtype on this target.
 std::size_t ComputeLanes(DType dy_dtype) {
   return dy_dtype == DType::f64 ? hn::Lanes(hn::ScalableTag<double>()) : hn::Lanes(hn::ScalableTag<float>());
@@ -273,6 +346,7 @@ namespace normkit::detail {
 
 HWY_EXPORT(BackwardRange);
 HWY_EXPORT(ComputeLanes);
+HWY_EXPORT(ReduceBlocks32);
 
 namespace {
 
@@ -341,13 +415,17 @@ void store_gradient(const double* sum, std::int64_t D, DType t, void* out) {
 // Sums the block partials in block order and writes the gradient in dtype t.
 // One block of in-order accumulators that already have the gradient's type
 // (f32 partials for an f32 gradient: a single term rounds to itself) is
-// copied. eo_lanes: see for_each_partial.
+// copied; f32 partials are otherwise summed in vectors (ReduceBlocks32).
+// eo_lanes: see for_each_partial.
 template <class C>
 void reduce_blocks(const C* partials, std::int64_t blocks, std::int64_t stride, std::int64_t D,
                    std::int64_t eo_lanes, DType t, void* out) {
   if (blocks == 1 && eo_lanes == 0 && t == (std::is_same_v<C, double> ? DType::f64 : DType::f32)) {
     std::memcpy(out, partials, static_cast<std::size_t>(D) * sizeof(C));
     return;
+  }
+  if constexpr (std::is_same_v<C, float>) {
+    if (HWY_DYNAMIC_DISPATCH(ReduceBlocks32)(partials, blocks, stride, D, eo_lanes != 0, t, out)) return;
   }
   double* sum = static_cast<double*>(scratch_buffer(static_cast<std::size_t>(D) * sizeof(double), 1));
   for_each_partial(partials, D, eo_lanes, [&](std::int64_t j, C v) { sum[j] = static_cast<double>(v); });
