@@ -205,8 +205,8 @@ void BackwardRowsT(const BackwardArgs& a, std::int64_t begin, std::int64_t end, 
     const TI* x = RowPtr<TI>(a.xin, a.xin_stride, row);
     TI* dx = RowPtr<TI>(a.dx, a.dx_stride, row);
     const bool last = row + 1 == end;
-    next.p0 = last ? nullptr : reinterpret_cast<const char*>(dy + a.dy_stride);
-    next.p1 = last ? nullptr : reinterpret_cast<const char*>(x + a.xin_stride);
+    next.aim(last ? nullptr : dy + a.dy_stride, last ? nullptr : x + a.xin_stride,
+             D * (sizeof(TD) + sizeof(TI)));
     const XhatMap<hn::ScalableTag<C>> xhat_of(dc, mean ? static_cast<double>(mean[row]) : 0.0,
                                         static_cast<double>(rstd[row]));
     const auto R = hn::Set(dc, rstd[row]);

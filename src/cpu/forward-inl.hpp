@@ -441,14 +441,15 @@ void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bo
     C* mean_r = mean ? mean + row : nullptr;
     C* rstd_r = rstd ? rstd + row : nullptr;
     const bool last = row + 1 == end;
-    opts.next.p0 = last ? nullptr : reinterpret_cast<const char*>(x + a.x_stride);
     if (a.residual) {
       TR* h = RowPtr<TR>(a.h, a.h_stride, row);
       const TR* res = RowPtr<TR>(a.residual, a.residual_stride, row);
-      opts.next.p1 = last ? nullptr : reinterpret_cast<const char*>(res + a.residual_stride);
+      opts.next.aim(last ? nullptr : x + a.x_stride, last ? nullptr : res + a.residual_stride,
+                    D * (sizeof(TX) + sizeof(TR)));
       const RowStats st = FusedStatsOfRow<K>(dc, x, res, h, D, opts.next);
       NormalizeRow<K>(dc, static_cast<const TR*>(h), st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r, opts);
     } else {
+      opts.next.aim(last ? nullptr : x + a.x_stride, nullptr, D * sizeof(TX));
       const RowStats st = StatsOfRow<K>(dc, x, D, C{1}, opts.next);
       NormalizeRow<K>(dc, x, st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r, opts);
     }

@@ -337,11 +337,30 @@ HWY_INLINE void PairTailMasks(DC dc, std::size_t n, hn::Mask<DC>& a, hn::Mask<DC
 // never wait for the loops, so the fetches are spread over the row: the
 // first and the last pass over this row each fetch half of the next row, in
 // step with their progress. Fetching it all in the last pass leaves the
-// memory idle during the first: on this machine that cost LayerNorm f32 at
-// D = 768 about 10% of its time beyond cache.
+// memory idle during the first: on this machine LayerNorm f32 at D = 16384
+// ran at 62-65% of the ceiling that way, 68-70% with the fetches spread.
+//
+// A next row of more than kMaxAheadBytes (all arrays together) is not
+// fetched: the current row's inputs must stay in L2 until its last pass, and
+// next to them (and the backward's parameter-gradient partials) a second
+// row that wide crowds the 2 MiB L2 of this machine's cores. f32 rows of
+// 65536 (512 KiB for two arrays) ran at 47-58% of the ceiling when fetched
+// ahead and at 65-85% when not; bf16 rows of that width (128 KiB per
+// array) gain from the fetch: LayerNorm 66% against 50%. See
+// docs/kernels.md.
+inline constexpr std::size_t kMaxAheadBytes = 256 * 1024;
+
 struct NextRows {
   const char* p0 = nullptr;  // cursor in the next row of the first array; null: none
   const char* p1 = nullptr;  // cursor in the next row of a second array, or null
+
+  // Aims the cursors at the next row's arrays (p1 may be null), or at
+  // nothing when there is no next row (p0 null) or it is too wide to fetch.
+  void aim(const void* next0, const void* next1, std::size_t row_bytes) {
+    const bool ahead = next0 != nullptr && row_bytes <= kMaxAheadBytes;
+    p0 = ahead ? static_cast<const char*>(next0) : nullptr;
+    p1 = ahead ? static_cast<const char*>(next1) : nullptr;
+  }
 
   // A pass over this row has covered n more elements; the arrays' elements
   // have S0 and S1 bytes. Fetches the next n/2 elements' lines of each.
