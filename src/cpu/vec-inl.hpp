@@ -15,9 +15,9 @@
 #define NORMKIT_CPU_VEC_INL_HPP_
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -237,9 +237,10 @@ HWY_INLINE hn::Vec<DC> StoreTail(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p, std::s
 //   true:  a = the even-indexed elements, b = the odd-indexed ones.
 // The second exists for bf16, whose value is the top half of an f32: one
 // full-width integer load gives both halves with a shift and an AND, and a
-// store packs two rounded halves with a shift and an OR. The consecutive
-// layout needs a widening shuffle per vector for that (and a narrowing one
-// to store), and the shuffle port is what limits the 16-bit loops. Loops
+// store packs two rounded halves with a shift and one bitwise op. The
+// consecutive layout needs a widening shuffle per vector for that (and a
+// narrowing one to store), and with one shuffle port on AVX-512 those
+// shuffles were what limited the bf16 loops. Loops
 // whose stored type is bf16 use the even/odd layout; their f32 operands are
 // then split with ConcatEven/ConcatOdd. Elementwise results do not depend on
 // the layout; sums over a row only associate differently.
