@@ -155,9 +155,7 @@ HWY_INLINE void RowB(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w,
   std::size_t i = 0;
   if (stream) {
     // Non-temporal stores need aligned addresses: peel up to the first.
-    const std::size_t pair_bytes = P * sizeof(TI);
-    const std::size_t head =
-        std::min(D, ((pair_bytes - reinterpret_cast<std::uintptr_t>(dx) % pair_bytes) % pair_bytes) / sizeof(TI));
+    const std::size_t head = StreamHead(dx, P, D);
     if (head) partial(0, head);
     for (i = head; i + P <= D; i += P) {
       next.advance<sizeof(TD), sizeof(TI)>(P);
@@ -170,15 +168,6 @@ HWY_INLINE void RowB(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w,
     }
   }
   if (i < D) partial(i, D - i);
-}
-
-template <class T>
-const T* RowPtr(const void* base, std::int64_t stride, std::int64_t r) {
-  return static_cast<const T*>(base) + r * stride;
-}
-template <class T>
-T* RowPtr(void* base, std::int64_t stride, std::int64_t r) {
-  return static_cast<T*>(base) + r * stride;
 }
 
 // Rows [begin, end) with storage types TD (dy), TI (xin, dh_out, dx), TW

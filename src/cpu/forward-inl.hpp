@@ -38,11 +38,6 @@ namespace {
 // ones spend more time in the scalar Chan merge.
 constexpr std::size_t kChunk = 2048;
 
-// Four independent accumulators per reduction: an FMA or add has about 4
-// cycles of latency and the loop can issue about one per cycle when the data
-// is in L1, so four chains keep it from stalling on the previous result.
-constexpr std::size_t kAcc = 4;
-
 // Running (count, mean, M2) of a row, merged chunk by chunk with Chan et
 // al.'s parallel-variance update. Scalar and in double: it runs once per
 // chunk, so its cost is negligible.
@@ -74,34 +69,44 @@ struct Moments {
 // then at most one whole pair and a zero-padded tail. kEO selects the
 // even/odd layout, used for bf16 rows.
 
-// Σ x·scale over one chunk (pass 1 of LayerNorm's statistics).
-// `next`: fetched as the pass goes (see NextRows).
-template <bool kEO, class DC, class T>
+// Pass 1 of the statistics over one chunk: Σ x·scale (LayerNorm, kSquares
+// false) or Σ (x·scale)² (RMSNorm, true; all terms >= 0, so no
+// cancellation to guard against). `next`: fetched as the pass goes (see
+// NextRows).
+template <bool kSquares, bool kEO, class DC, class T>
 HWY_INLINE double SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
                            NextRows& next) {
   const std::size_t P = 2 * hn::Lanes(dc);
   const auto S = hn::Set(dc, scale);
   auto s0 = hn::Zero(dc), s1 = hn::Zero(dc), s2 = hn::Zero(dc), s3 = hn::Zero(dc);
+  auto acc = [&](auto a, auto v) HWY_ATTR {
+    if constexpr (kSquares) {
+      const auto t = hn::Mul(v, S);
+      return hn::MulAdd(t, t, a);
+    } else {
+      return hn::MulAdd(v, S, a);
+    }
+  };
   std::size_t i = 0;
   for (; i + 2 * P <= n; i += 2 * P) {
     next.advance<sizeof(T), 0>(2 * P);
     const auto u = LoadPair<kEO>(dc, p + i), v = LoadPair<kEO>(dc, p + i + P);
-    s0 = hn::MulAdd(u.a, S, s0);
-    s1 = hn::MulAdd(u.b, S, s1);
-    s2 = hn::MulAdd(v.a, S, s2);
-    s3 = hn::MulAdd(v.b, S, s3);
+    s0 = acc(s0, u.a);
+    s1 = acc(s1, u.b);
+    s2 = acc(s2, v.a);
+    s3 = acc(s3, v.b);
   }
   next.advance<sizeof(T), 0>(n - i);
   if (i + P <= n) {
     const auto u = LoadPair<kEO>(dc, p + i);
-    s0 = hn::MulAdd(u.a, S, s0);
-    s1 = hn::MulAdd(u.b, S, s1);
+    s0 = acc(s0, u.a);
+    s1 = acc(s1, u.b);
     i += P;
   }
   if (i < n) {  // zero padding adds 0
     const auto t = LoadPairTail<kEO>(dc, p + i, n - i);
-    s2 = hn::MulAdd(t.a, S, s2);
-    s3 = hn::MulAdd(t.b, S, s3);
+    s2 = acc(s2, t.a);
+    s3 = acc(s3, t.b);
   }
   return SumToDouble(dc, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)));
 }
@@ -153,48 +158,11 @@ HWY_INLINE void CentredChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::
   q_out = SumToDouble(dc, hn::Add(hn::Add(q0, q1), hn::Add(q2, q3)));
 }
 
-// Σ (x·scale)² over one chunk (RMSNorm). All terms are >= 0, so there is no
-// cancellation to guard against.
-template <bool kEO, class DC, class T>
-HWY_INLINE double SquaresChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
-                               NextRows& next) {
-  const std::size_t P = 2 * hn::Lanes(dc);
-  const auto S = hn::Set(dc, scale);
-  auto q0 = hn::Zero(dc), q1 = hn::Zero(dc), q2 = hn::Zero(dc), q3 = hn::Zero(dc);
-  auto sq = [&](auto v, auto acc) HWY_ATTR {
-    const auto a = hn::Mul(v, S);
-    return hn::MulAdd(a, a, acc);
-  };
-  std::size_t i = 0;
-  for (; i + 2 * P <= n; i += 2 * P) {
-    next.advance<sizeof(T), 0>(2 * P);
-    const auto u = LoadPair<kEO>(dc, p + i), v = LoadPair<kEO>(dc, p + i + P);
-    q0 = sq(u.a, q0);
-    q1 = sq(u.b, q1);
-    q2 = sq(v.a, q2);
-    q3 = sq(v.b, q3);
-  }
-  next.advance<sizeof(T), 0>(n - i);
-  if (i + P <= n) {
-    const auto u = LoadPair<kEO>(dc, p + i);
-    q0 = sq(u.a, q0);
-    q1 = sq(u.b, q1);
-    i += P;
-  }
-  if (i < n) {
-    const auto t = LoadPairTail<kEO>(dc, p + i, n - i);
-    q2 = sq(t.a, q2);
-    q3 = sq(t.b, q3);
-  }
-  return SumToDouble(dc, hn::Add(hn::Add(q0, q1), hn::Add(q2, q3)));
-}
-
 // Fused pass 1: h = x + residual, rounded to h's dtype and stored; returns
 // Σh (kSquares false) or Σh² (true) of the stored values. The sum is formed
 // in the compute type and rounded once to h's dtype, as PyTorch's add does.
-// The layout and accumulation order are exactly those of SumChunk /
-// SquaresChunk over h, so the statistics (and y) are bitwise those of the
-// plain op applied to h.
+// The layout and accumulation order are exactly those of SumChunk over h,
+// so the statistics (and y) are bitwise those of the plain op applied to h.
 template <bool kSquares, bool kEO, class DC, class TX, class TR>
 HWY_INLINE double FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
                              std::size_t n, NextRows& next) {
@@ -247,14 +215,14 @@ HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, 
   if constexpr (K == NormKind::rms) {
     double q = 0;
     for (std::size_t off = 0; off < D; off += kChunk)
-      q += SquaresChunk<kEO>(dc, p + off, std::min(kChunk, D - off), scale, next);
+      q += SumChunk<true, kEO>(dc, p + off, std::min(kChunk, D - off), scale, next);
     return {0.0, 0.0, q};
   } else {
     Moments mo;
     for (std::size_t off = 0; off < D; off += kChunk) {
       const std::size_t n = std::min(kChunk, D - off);
       const double nd = static_cast<double>(n);
-      const C m = static_cast<C>(SumChunk<kEO>(dc, p + off, n, scale, next) / nd);
+      const C m = static_cast<C>(SumChunk<false, kEO>(dc, p + off, n, scale, next) / nd);
       double e = 0, q = 0;
       CentredChunk<kEO>(dc, p + off, n, scale, m, e, q);
       mo.merge(nd, static_cast<double>(m), e, q);
@@ -329,9 +297,7 @@ HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_
   };
   if (opts.stream) {
     // Non-temporal stores need aligned addresses: peel up to the first.
-    const std::size_t pair_bytes = P * sizeof(TY);
-    const std::size_t head = std::min(
-        D, ((pair_bytes - reinterpret_cast<std::uintptr_t>(y) % pair_bytes) % pair_bytes) / sizeof(TY));
+    const std::size_t head = StreamHead(y, P, D);
     if (head) partial(head);
     for (i = head; i + P <= D; i += P) {
       opts.next.advance<sizeof(TY), sizeof(TI)>(P);
@@ -414,15 +380,6 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
     OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), C{0}, C{0}, r, static_cast<C>(offset), opts);
 }
 
-template <class T>
-const T* RowPtr(const void* base, std::int64_t stride, std::int64_t r) {
-  return static_cast<const T*>(base) + r * stride;
-}
-template <class T>
-T* RowPtr(void* base, std::int64_t stride, std::int64_t r) {
-  return static_cast<T*>(base) + r * stride;
-}
-
 // Rows [begin, end) with storage types TX (x, y), TR (residual, h), TW
 // (weight, bias) and compute type C.
 template <NormKind K, class C, class TX, class TR, class TW>
@@ -456,13 +413,6 @@ void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bo
   }
   if (opts.stream) hwy::FlushStream();  // order the non-temporal stores before the join
 }
-
-// The storage type of each DType, as the kernels see it.
-template <DType t>
-using Storage = std::conditional_t<
-    t == DType::f32, float,
-    std::conditional_t<t == DType::f64, double,
-                       std::conditional_t<t == DType::f16, hwy::float16_t, hwy::bfloat16_t>>>;
 
 // The valid (residual, weight) dtypes for 16-bit x: x's own or f32.
 template <NormKind K, class TX>

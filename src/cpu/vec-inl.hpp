@@ -379,6 +379,25 @@ struct NextRows {
   }
 };
 
+// Row r of an array whose rows are `stride` elements apart.
+template <class T>
+const T* RowPtr(const void* base, std::int64_t stride, std::int64_t r) {
+  return static_cast<const T*>(base) + r * stride;
+}
+template <class T>
+T* RowPtr(void* base, std::int64_t stride, std::int64_t r) {
+  return static_cast<T*>(base) + r * stride;
+}
+
+// Elements to write with ordinary stores at the start of a row of n
+// elements at p before StreamPair can take over: up to the first address
+// aligned to a pair of vectors (`pair` elements of T).
+template <class T>
+std::size_t StreamHead(const T* p, std::size_t pair, std::size_t n) {
+  const std::size_t bytes = pair * sizeof(T);
+  return std::min(n, ((bytes - reinterpret_cast<std::uintptr_t>(p) % bytes) % bytes) / sizeof(T));
+}
+
 // Sum of all lanes, widened to double.
 template <class DC>
 HWY_INLINE double SumToDouble(DC dc, hn::Vec<DC> v) {
