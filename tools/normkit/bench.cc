@@ -50,6 +50,9 @@ options:
   --smoke            a tiny run that only checks the bench works (seconds);
                      its numbers mean nothing
   --json             print the records as a JSON list on stdout (no tables)
+  --positive-inputs  x and the residual all positive (the same magnitudes):
+                     a row mean beyond std/4, so LayerNorm takes its
+                     centred statistics pass (docs/kernels.md)
   --output FILE      also write the JSON records to FILE
   --ops LIST         op names (layer_norm, rms_norm_backward, add_rms_norm,
                      add_then_layer_norm, ...) or passes (forward, backward,
@@ -79,7 +82,8 @@ against the fp64 oracle before it is timed. Targets (docs/benchmarks.md) are
 printed after the tables as met / not met with their numbers.
 
 JSON records: impl, op, norm, pass, dtype, param_dtype, rows, D, threads,
-size_class, where (L1/L2/L3/DRAM: where the rotated buffers fit), sets,
+size_class, where (L1/L2/L3/DRAM: where the rotated buffers fit), inputs
+(signed or positive), sets,
 working_set_bytes, bytes_read, bytes_written, median_ms, median_all_ms,
 min_ms, samples, preempted_samples, calls_per_sample, gbps, ceiling_gbps, pct_of_ceiling, copy_gbps, read_gbps,
 copy_method. impl "ceiling", op "copy_row": the copy of one row.
@@ -100,6 +104,7 @@ struct Options {
   TimingConfig timing;
   double ceiling_refresh_seconds = 20;  // see Ceilings
   bool json = false;
+  bool positive = false;  // --positive-inputs
   std::string output;
 };
 
@@ -187,6 +192,10 @@ bool parse(int argc, char** argv, Options& o) {
     if (a == "--quick" || a == "--smoke") continue;
     if (a == "--json") {
       o.json = true;
+      continue;
+    }
+    if (a == "--positive-inputs") {
+      o.positive = true;
       continue;
     }
     if (i + 1 >= argc) throw std::invalid_argument("unknown option or missing value: '" + a + "'");
@@ -315,6 +324,7 @@ class Runner {
     r.shape = s;
     r.threads = threads;
     r.size_class = size_class;
+    r.inputs = o_.positive ? "positive" : "signed";
     r.sets = sets;
     r.working_set = working_set_bytes(op, s);
     r.where = residence(stride * sets, caches_);
@@ -327,7 +337,7 @@ class Runner {
     // arena (no op writes an array it only reads), so the next implementation
     // or thread count of the same op and shape reuses them.
     const Filled now{&op, s.rows, s.D, s.act, s.param, sets, ceilings_.measurements()};
-    if (!(filled_ == now)) fill_inputs(op, s, tensors);
+    if (!(filled_ == now)) fill_inputs(op, s, tensors, o_.positive);
     filled_ = now;
     const Call call = impl.prepare(op, s, tensors);
 

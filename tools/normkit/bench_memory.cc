@@ -131,11 +131,18 @@ std::vector<Tensors> carve(Arena& arena, const Op& op, const Shape& s, std::int6
   return out;
 }
 
-void fill_inputs(const Op& op, const Shape& s, const std::vector<Tensors>& sets) {
+void fill_inputs(const Op& op, const Shape& s, const std::vector<Tensors>& sets, bool positive) {
   for (const Tensors& t : sets)
     for (int i = 0; i < kArrayCount; ++i) {
       const auto a = static_cast<Array>(i);
-      if (op.reads.has(a) && !op.writes.has(a)) fill(t[a], array_bytes(a, s));
+      if (!op.reads.has(a) || op.writes.has(a)) continue;
+      fill(t[a], array_bytes(a, s));
+      if (positive && (a == Array::x || a == Array::residual)) {
+        // Clear bit 15 of every 16-bit word: the sign of a 16-bit value and
+        // of an f32 (its high word); in an f32's low word a mantissa bit.
+        auto* w = reinterpret_cast<std::uint16_t*>(t[a]);
+        for (std::int64_t k = 0; k < array_bytes(a, s) / 2; ++k) w[k] &= 0x7fffu;
+      }
     }
 }
 

@@ -40,9 +40,10 @@ std::int64_t set_stride(const Op& op, const Shape& s);
 
 // Fills every array the op only reads with finite, normal, non-constant
 // values of either sign (magnitudes about 2^-7 to 2 whichever dtype the bits
-// are read as), so no timing meets a NaN or a subnormal. Arrays the op
-// writes are left as they are.
-void fill_inputs(const Op& op, const Shape& s, const std::vector<Tensors>& sets);
+// are read as), so no timing meets a NaN or a subnormal. `positive`: x and
+// the residual get the same magnitudes all positive (a row mean several times
+// its standard deviation). Arrays the op writes are left as they are.
+void fill_inputs(const Op& op, const Shape& s, const std::vector<Tensors>& sets, bool positive);
 
 // Cache sizes of CPU 0 from sysfs (0 when unknown).
 struct Caches {

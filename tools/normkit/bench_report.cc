@@ -170,6 +170,8 @@ void print_tables(std::FILE* out, const std::vector<Record>& rs, const RunInfo& 
                static_cast<long long>(info.dram_elements),
                static_cast<long long>(info.rotate_bytes >> 20),
                static_cast<long long>(info.cache_elements));
+  if (!rs.empty() && rs.front().inputs == "positive")
+    std::fprintf(out, "inputs: x and residual all positive (--positive-inputs)\n");
   std::fprintf(out,
                "us: median time per call; MB: bytes the op must move; ceiling: GB/s the same "
                "bytes reach at the measured copy/read bandwidth;\n"
@@ -248,7 +250,7 @@ void write_json(std::FILE* out, const std::vector<Record>& rs) {
         out,
         "  {\"impl\": \"%s\", \"op\": \"%s\", \"norm\": \"%s\", \"pass\": \"%s\", "
         "\"dtype\": \"%s\", \"param_dtype\": \"%s\", \"rows\": %lld, \"D\": %lld, "
-        "\"threads\": %d, \"size_class\": \"%s\", \"where\": \"%s\", \"sets\": %lld, "
+        "\"threads\": %d, \"size_class\": \"%s\", \"where\": \"%s\", \"inputs\": \"%s\", \"sets\": %lld, "
         "\"working_set_bytes\": %lld, \"bytes_read\": %lld, \"bytes_written\": %lld, "
         "\"median_ms\": %.6g, \"median_all_ms\": %.6g, \"min_ms\": %.6g, \"samples\": %d, "
         "\"preempted_samples\": %d, \"calls_per_sample\": %d, "
@@ -258,7 +260,7 @@ void write_json(std::FILE* out, const std::vector<Record>& rs) {
         r.table_op ? sv(pass_name(r.table_op->pass)).c_str() : "",
         sv(dtype_name(r.shape.act)).c_str(), sv(dtype_name(r.shape.param)).c_str(),
         static_cast<long long>(r.shape.rows), static_cast<long long>(r.shape.D), r.threads,
-        r.size_class.c_str(), r.where.c_str(), static_cast<long long>(r.sets),
+        r.size_class.c_str(), r.where.c_str(), r.inputs.c_str(), static_cast<long long>(r.sets),
         static_cast<long long>(r.working_set), static_cast<long long>(r.traffic.read),
         static_cast<long long>(r.traffic.written), r.timing.median_s * 1e3,
         r.timing.median_all_s * 1e3, r.timing.min_s * 1e3, r.timing.samples, r.timing.preempted,

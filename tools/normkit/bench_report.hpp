@@ -21,6 +21,7 @@ struct Record {
   int threads = 1;
   std::string size_class;    // "dram", "cache" or "row"
   std::string where;         // where the rotated footprint fits: L1, L2, L3 or DRAM
+  std::string inputs = "signed";  // "positive" under --positive-inputs
   std::int64_t sets = 1;     // buffer sets rotated through
   std::int64_t working_set = 0;  // bytes one call touches
   Traffic traffic;
