@@ -193,8 +193,7 @@ void BackwardRowsT(const BackwardArgs& a, std::int64_t begin, std::int64_t end, 
     const TD* dy = RowPtr<TD>(a.dy, a.dy_stride, row);
     const TI* x = RowPtr<TI>(a.xin, a.xin_stride, row);
     TI* dx = RowPtr<TI>(a.dx, a.dx_stride, row);
-    const bool last = row + 1 == end;
-    next.aim(last ? nullptr : dy + a.dy_stride, last ? nullptr : x + a.xin_stride,
+    next.aim(dy, a.dy_stride * std::ptrdiff_t{sizeof(TD)}, x, a.xin_stride * std::ptrdiff_t{sizeof(TI)}, end - row - 1,
              D * (sizeof(TD) + sizeof(TI)));
     const XhatMap<hn::ScalableTag<C>> xhat_of(dc, mean ? static_cast<double>(mean[row]) : 0.0,
                                         static_cast<double>(rstd[row]));

@@ -32,88 +32,111 @@ HWY_BEFORE_NAMESPACE();
 namespace normkit::detail::HWY_NAMESPACE {
 namespace {
 
-// Elements per statistics chunk: 8 KiB of f32 (16 KiB of f64, 4 KiB of
-// 16-bit data), so a chunk and, in the fused op, its x and residual stay in a
-// 32-48 KiB L1 between the two passes. Larger chunks would spill L1; smaller
-// ones spend more time in the scalar Chan merge.
+// Elements per statistics chunk: 8 KiB of f32. A vector lane sums at most
+// kChunk / (4·Lanes) values before the chunk's total joins the row's in
+// double, so a row's statistics carry the error of 2048-element f32 sums
+// however wide it is (docs/numerics.md).
 constexpr std::size_t kChunk = 2048;
 
-// Running (count, mean, M2) of a row, merged chunk by chunk with Chan et
-// al.'s parallel-variance update. Scalar and in double: it runs once per
-// chunk, so its cost is negligible.
-//
-// The means are kept relative to a shift K (the first chunk's rounded mean).
-// Chan's update subtracts chunk means; for rows like 1e4 + noise those are
-// nearly equal, and each carries a rounding error of ulp(1e4), which would
-// leak into M2. Relative to K they are noise-sized and the subtraction is
-// harmless.
-struct Moments {
-  double n = 0, shift = 0, mean = 0, m2 = 0;  // mean is relative to shift
-
-  // A chunk of nb elements whose values x satisfy Σ(x − m) = e and
-  // Σ(x − m)² = q (the corrected two-pass sums around the chunk's rough mean m).
-  void merge(double nb, double m, double e, double q) {
-    if (n == 0) shift = m;
-    const double mean_b = (m - shift) + e / nb;  // m − shift is exact (Sterbenz, or f32 values in f64)
-    const double m2_b = q - e * e / nb;
-    const double total = n + nb;
-    const double delta = mean_b - mean;
-    mean += delta * (nb / total);
-    m2 += m2_b + delta * delta * (n * nb / total);
-    n = total;
+// Pass-1 sums of a chunk or a row: Σx (LayerNorm only) and Σx².
+struct ChunkSums {
+  double s = 0, q = 0;
+  void add(ChunkSums c) {
+    s += c.s;
+    q += c.q;
   }
 };
 
-// The chunk loops below step over pairs of vectors (see Pair in
-// vec-inl.hpp): two pairs, four independent accumulators, per iteration;
-// then at most one whole pair and a zero-padded tail. kEO selects the
-// even/odd layout, used for bf16 rows.
+// The accumulators of a pass-1 loop: Σx² and, for kWithSum, Σx, in four
+// independent chains each (one per vector of two pairs).
+template <bool kWithSum, class DC>
+struct SumAcc {
+  hn::Vec<DC> s0, s1, s2, s3, q0, q1, q2, q3;
+  explicit SumAcc(DC dc) : s0(hn::Zero(dc)), s1(s0), s2(s0), s3(s0), q0(s0), q1(s0), q2(s0), q3(s0) {}
+  static HWY_INLINE void add(hn::Vec<DC>& s, hn::Vec<DC>& q, hn::Vec<DC> v) {
+    if constexpr (kWithSum) s = hn::Add(s, v);
+    q = hn::MulAdd(v, v, q);
+  }
+  HWY_INLINE void first(Pair<DC> u) {
+    add(s0, q0, u.a);
+    add(s1, q1, u.b);
+  }
+  HWY_INLINE void second(Pair<DC> u) {
+    add(s2, q2, u.a);
+    add(s3, q3, u.b);
+  }
+  HWY_INLINE ChunkSums total(DC dc) const {
+    ChunkSums c;
+    if constexpr (kWithSum) c.s = SumToDouble(dc, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)));
+    c.q = SumToDouble(dc, hn::Add(hn::Add(q0, q1), hn::Add(q2, q3)));
+    return c;
+  }
+};
 
-// Pass 1 of the statistics over one chunk: Σ x·scale (LayerNorm, kSquares
-// false) or Σ (x·scale)² (RMSNorm, true; all terms >= 0, so no
-// cancellation to guard against). `next`: fetched as the pass goes (see
-// NextRows).
-template <bool kSquares, bool kEO, class DC, class T>
-HWY_INLINE double SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
-                           NextRows& next) {
+// The pass-1 loop over a chunk of n elements, stepping over pairs of
+// vectors (see Pair in vec-inl.hpp): two pairs per iteration, then at most
+// one whole pair and a zero-padded tail. whole(i) gives the pair at i,
+// part(i, k) the k < P elements at i zero-padded (padding adds 0 to both
+// sums). `next` is fetched as the pass goes (see NextRows); S0 and S1 are the
+// element sizes of the arrays it fetches. The plain and the fused pass 1 both
+// run this loop, so the fused op's sums of h associate exactly as the plain
+// op's sums of the same h.
+template <bool kWithSum, std::size_t S0, std::size_t S1, class DC, class Whole, class Part>
+HWY_INLINE ChunkSums SumLoop(DC dc, std::size_t n, NextRows& next, const Whole& whole, const Part& part) {
   const std::size_t P = 2 * hn::Lanes(dc);
-  const auto S = hn::Set(dc, scale);
-  auto s0 = hn::Zero(dc), s1 = hn::Zero(dc), s2 = hn::Zero(dc), s3 = hn::Zero(dc);
-  auto acc = [&](auto a, auto v) HWY_ATTR {
-    if constexpr (kSquares) {
-      const auto t = hn::Mul(v, S);
-      return hn::MulAdd(t, t, a);
-    } else {
-      return hn::MulAdd(v, S, a);
-    }
-  };
+  SumAcc<kWithSum, DC> acc(dc);
   std::size_t i = 0;
   for (; i + 2 * P <= n; i += 2 * P) {
-    next.advance<sizeof(T), 0>(2 * P);
-    const auto u = LoadPair<kEO>(dc, p + i), v = LoadPair<kEO>(dc, p + i + P);
-    s0 = acc(s0, u.a);
-    s1 = acc(s1, u.b);
-    s2 = acc(s2, v.a);
-    s3 = acc(s3, v.b);
+    next.advance<S0, S1>(2 * P);
+    acc.first(whole(i));
+    acc.second(whole(i + P));
   }
-  next.advance<sizeof(T), 0>(n - i);
+  next.advance<S0, S1>(n - i);
   if (i + P <= n) {
-    const auto u = LoadPair<kEO>(dc, p + i);
-    s0 = acc(s0, u.a);
-    s1 = acc(s1, u.b);
+    acc.first(whole(i));
     i += P;
   }
-  if (i < n) {  // zero padding adds 0
-    const auto t = LoadPairTail<kEO>(dc, p + i, n - i);
-    s2 = acc(s2, t.a);
-    s3 = acc(s3, t.b);
-  }
-  return SumToDouble(dc, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)));
+  if (i < n) acc.second(part(i, n - i));
+  return acc.total(dc);
 }
 
-// Pass 2 over an L1-resident chunk: with d = x·scale − m,
-// e = Σd and q = Σd². The chunk's centred M2 is q − e²/n (the corrected
-// two-pass algorithm: the e²/n term removes the error of m itself).
+// Pass 1 over one chunk of the stored row p: Σx'² and (kWithSum) Σx', with
+// x' = x·scale when kScaled (the rescue of NormalizeRow), else x' = x. kEO
+// selects the even/odd layout, used for bf16 rows.
+template <bool kWithSum, bool kScaled, bool kEO, class DC, class T>
+HWY_INLINE ChunkSums SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
+                              NextRows& next) {
+  const auto S = hn::Set(dc, scale);
+  auto scaled = [&](Pair<DC> v) HWY_ATTR {
+    if constexpr (kScaled) return Pair<DC>{hn::Mul(v.a, S), hn::Mul(v.b, S)};
+    else return v;
+  };
+  return SumLoop<kWithSum, sizeof(T), 0>(
+      dc, n, next, [&](std::size_t i) HWY_ATTR { return scaled(LoadPair<kEO>(dc, p + i)); },
+      [&](std::size_t i, std::size_t k) HWY_ATTR { return scaled(LoadPairTail<kEO>(dc, p + i, k)); });
+}
+
+// Fused pass 1: h = x + residual, rounded to h's dtype and stored; returns
+// the sums of the stored values. The sum is formed in the compute type and
+// rounded once to h's dtype, as PyTorch's add does.
+template <bool kWithSum, bool kEO, class DC, class TX, class TR>
+HWY_INLINE ChunkSums FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
+                                std::size_t n, NextRows& next) {
+  auto add = [](Pair<DC> u, Pair<DC> v) HWY_ATTR { return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)}; };
+  return SumLoop<kWithSum, sizeof(TX), sizeof(TR)>(
+      dc, n, next,
+      [&](std::size_t i) HWY_ATTR {
+        return StorePair<kEO>(dc, add(LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, r + i)), h + i);
+      },
+      [&](std::size_t i, std::size_t k) HWY_ATTR {
+        // Both inputs are loaded before h is written: h may alias x or residual.
+        const auto v = add(LoadPairTail<kEO>(dc, x + i, k), LoadPairTail<kEO>(dc, r + i, k));
+        return StorePairTail<kEO>(dc, v, h + i, k);  // padding lanes are 0 + 0
+      });
+}
+
+// The centred pass over an L1/L2-resident chunk: with d = x·scale − m,
+// e = Σd and q = Σd².
 template <bool kEO, class DC, class T>
 HWY_INLINE void CentredChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
                              hn::TFromD<DC> m, double& e_out, double& q_out) {
@@ -158,47 +181,6 @@ HWY_INLINE void CentredChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::
   q_out = SumToDouble(dc, hn::Add(hn::Add(q0, q1), hn::Add(q2, q3)));
 }
 
-// Fused pass 1: h = x + residual, rounded to h's dtype and stored; returns
-// Σh (kSquares false) or Σh² (true) of the stored values. The sum is formed
-// in the compute type and rounded once to h's dtype, as PyTorch's add does.
-// The layout and accumulation order are exactly those of SumChunk over h,
-// so the statistics (and y) are bitwise those of the plain op applied to h.
-template <bool kSquares, bool kEO, class DC, class TX, class TR>
-HWY_INLINE double FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
-                             std::size_t n, NextRows& next) {
-  const std::size_t P = 2 * hn::Lanes(dc);
-  auto a0 = hn::Zero(dc), a1 = hn::Zero(dc), a2 = hn::Zero(dc), a3 = hn::Zero(dc);
-  auto acc = [](auto a, auto v) HWY_ATTR { return kSquares ? hn::MulAdd(v, v, a) : hn::Add(a, v); };
-  auto add = [](Pair<DC> u, Pair<DC> v) HWY_ATTR { return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)}; };
-  auto step = [&](std::size_t i) HWY_ATTR {
-    return StorePair<kEO>(dc, add(LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, r + i)), h + i);
-  };
-  std::size_t i = 0;
-  for (; i + 2 * P <= n; i += 2 * P) {
-    next.advance<sizeof(TX), sizeof(TR)>(2 * P);
-    const auto u = step(i), v = step(i + P);
-    a0 = acc(a0, u.a);
-    a1 = acc(a1, u.b);
-    a2 = acc(a2, v.a);
-    a3 = acc(a3, v.b);
-  }
-  next.advance<sizeof(TX), sizeof(TR)>(n - i);
-  if (i + P <= n) {
-    const auto u = step(i);
-    a0 = acc(a0, u.a);
-    a1 = acc(a1, u.b);
-    i += P;
-  }
-  if (i < n) {
-    // Both inputs are loaded before h is written: h may alias x or residual.
-    const auto v = add(LoadPairTail<kEO>(dc, x + i, n - i), LoadPairTail<kEO>(dc, r + i, n - i));
-    const auto t = StorePairTail<kEO>(dc, v, h + i, n - i);  // padding lanes are 0 + 0
-    a2 = acc(a2, t.a);
-    a3 = acc(a3, t.b);
-  }
-  return SumToDouble(dc, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
-}
-
 // Row statistics of x·scale. LayerNorm: mean = shift + mean_rel (kept apart,
 // so the output pass can subtract the mean in two pieces) and
 // M2 = Σ(x − mean)². RMSNorm: m2 = Σx² and the rest 0.
@@ -207,52 +189,65 @@ struct RowStats {
   double mean() const { return shift + mean_rel; }
 };
 
-template <NormKind K, class DC, class T>
-HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale,
-                                 NextRows& next) {
-  using C = hn::TFromD<DC>;
-  constexpr bool kEO = kEvenOdd<T>;
-  if constexpr (K == NormKind::rms) {
-    double q = 0;
-    for (std::size_t off = 0; off < D; off += kChunk)
-      q += SumChunk<true, kEO>(dc, p + off, std::min(kChunk, D - off), scale, next);
-    return {0.0, 0.0, q};
-  } else {
-    Moments mo;
-    for (std::size_t off = 0; off < D; off += kChunk) {
-      const std::size_t n = std::min(kChunk, D - off);
-      const double nd = static_cast<double>(n);
-      const C m = static_cast<C>(SumChunk<false, kEO>(dc, p + off, n, scale, next) / nd);
-      double e = 0, q = 0;
-      CentredChunk<kEO>(dc, p + off, n, scale, m, e, q);
-      mo.merge(nd, static_cast<double>(m), e, q);
-    }
-    return {mo.shift, mo.mean, mo.m2};
+// The one-pass variance M2 = Σx² − D·mean² is used when 16·D·mean² ≤ M2,
+// i.e. |mean| ≤ std/4: its error is then within the budget of the centred
+// variance (docs/numerics.md §2). Other rows (a large common offset, a
+// constant row, NaN) take the centred pass.
+constexpr double kOnePassMeanSqOverVar = 1.0 / 16;
+
+// The corrected two-pass statistics of the cached row p around the shift m
+// (the one-pass mean): with d = x·scale − m, e = Σd and q = Σd²,
+// mean = m + e/D and M2 = q − e²/D; e²/D removes the error of m itself, and
+// d is small, so rows like 1e4 + noise keep their digits.
+template <bool kEO, class DC, class T>
+HWY_NOINLINE RowStats CentredStats(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale,
+                                   hn::TFromD<DC> m) {
+  double e = 0, q = 0;
+  for (std::size_t off = 0; off < D; off += kChunk) {
+    double ec = 0, qc = 0;
+    CentredChunk<kEO>(dc, p + off, std::min(kChunk, D - off), scale, m, ec, qc);
+    e += ec;
+    q += qc;
   }
+  const double Dd = static_cast<double>(D);
+  return {static_cast<double>(m), e / Dd, q - e * e / Dd};
 }
 
+// LayerNorm statistics from the row's pass-1 sums (of x·scale, p stored).
+template <bool kEO, class DC, class T>
+HWY_INLINE RowStats LayerStats(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale,
+                               ChunkSums sums) {
+  const double mean = sums.s / static_cast<double>(D);
+  const double m2 = sums.q - sums.s * mean;
+  if (sums.s * mean <= kOnePassMeanSqOverVar * m2) return {0.0, mean, m2};
+  return CentredStats<kEO>(dc, p, D, scale, static_cast<hn::TFromD<DC>>(mean));
+}
+
+template <NormKind K, bool kScaled, class DC, class T>
+HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale,
+                                 NextRows& next) {
+  constexpr bool kLayer = K == NormKind::layer;
+  constexpr bool kEO = kEvenOdd<T>;
+  ChunkSums row;
+  for (std::size_t off = 0; off < D; off += kChunk)
+    row.add(SumChunk<kLayer, kScaled, kEO>(dc, p + off, std::min(kChunk, D - off), scale, next));
+  if constexpr (kLayer) return LayerStats<kEO>(dc, p, D, scale, row);
+  else return {0.0, 0.0, row.q};
+}
+
+// The statistics of h = x + residual, written as it goes; bitwise those
+// StatsOfRow<K, false> gives for the stored h.
 template <NormKind K, class DC, class TX, class TR>
 HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
                                     std::size_t D, NextRows& next) {
   using C = hn::TFromD<DC>;
+  constexpr bool kLayer = K == NormKind::layer;
   constexpr bool kEO = kEvenOdd<TR>;  // h's layout, as StatsOfRow would take it
-  if constexpr (K == NormKind::rms) {
-    double q = 0;
-    for (std::size_t off = 0; off < D; off += kChunk)
-      q += FusedChunk<true, kEO>(dc, x + off, r + off, h + off, std::min(kChunk, D - off), next);
-    return {0.0, 0.0, q};
-  } else {
-    Moments mo;
-    for (std::size_t off = 0; off < D; off += kChunk) {
-      const std::size_t n = std::min(kChunk, D - off);
-      const double nd = static_cast<double>(n);
-      const C m = static_cast<C>(FusedChunk<false, kEO>(dc, x + off, r + off, h + off, n, next) / nd);
-      double e = 0, q = 0;
-      CentredChunk<kEO>(dc, h + off, n, C{1}, m, e, q);  // the stored h, now in L1
-      mo.merge(nd, static_cast<double>(m), e, q);
-    }
-    return {mo.shift, mo.mean, mo.m2};
-  }
+  ChunkSums row;
+  for (std::size_t off = 0; off < D; off += kChunk)
+    row.add(FusedChunk<kLayer, kEO>(dc, x + off, r + off, h + off, std::min(kChunk, D - off), next));
+  if constexpr (kLayer) return LayerStats<kEO>(dc, static_cast<const TR*>(h), D, C{1}, row);
+  else return {0.0, 0.0, row.q};
 }
 
 // How the output pass writes y: `stream`, non-temporal stores for outputs
@@ -349,7 +344,7 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
       const int e = std::clamp(std::ilogb(amax) + 1, -kMaxExp, kMaxExp);
       scale = std::ldexp(1.0, -e);
       NextRows none;
-      st = StatsOfRow<K>(dc, p, D, static_cast<C>(scale), none);
+      st = StatsOfRow<K, true>(dc, p, D, static_cast<C>(scale), none);
       var = st.m2 / Dd;
     }
   }
@@ -397,17 +392,16 @@ void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bo
     TX* y = RowPtr<TX>(a.y, a.y_stride, row);
     C* mean_r = mean ? mean + row : nullptr;
     C* rstd_r = rstd ? rstd + row : nullptr;
-    const bool last = row + 1 == end;
     if (a.residual) {
       TR* h = RowPtr<TR>(a.h, a.h_stride, row);
       const TR* res = RowPtr<TR>(a.residual, a.residual_stride, row);
-      opts.next.aim(last ? nullptr : x + a.x_stride, last ? nullptr : res + a.residual_stride,
-                    D * (sizeof(TX) + sizeof(TR)));
+      opts.next.aim(x, a.x_stride * std::ptrdiff_t{sizeof(TX)}, res, a.residual_stride * std::ptrdiff_t{sizeof(TR)},
+                    end - row - 1, D * (sizeof(TX) + sizeof(TR)));
       const RowStats st = FusedStatsOfRow<K>(dc, x, res, h, D, opts.next);
       NormalizeRow<K>(dc, static_cast<const TR*>(h), st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r, opts);
     } else {
-      opts.next.aim(last ? nullptr : x + a.x_stride, nullptr, D * sizeof(TX));
-      const RowStats st = StatsOfRow<K>(dc, x, D, C{1}, opts.next);
+      opts.next.aim(x, a.x_stride * std::ptrdiff_t{sizeof(TX)}, nullptr, 0, end - row - 1, D * sizeof(TX));
+      const RowStats st = StatsOfRow<K, false>(dc, x, D, C{1}, opts.next);
       NormalizeRow<K>(dc, x, st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r, opts);
     }
   }

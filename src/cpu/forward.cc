@@ -3,11 +3,13 @@
 // SSE4, SSSE3, and the portable EMU128), chosen at run time.
 //
 // Per row (see docs/kernels.md):
-//   1. statistics, chunk by chunk (kChunk elements, L1-resident): the chunk is
-//      read from memory once, summed, then re-read from L1 for the centred
-//      sum of squares; chunks are merged with Chan's formula. (RMSNorm needs
-//      only the sum of squares.) The fused op writes h = x + residual during
-//      the first pass and takes the statistics of the stored h.
+//   1. statistics in one pass over the row: Σx and Σx², f32 sums over chunks
+//      of kChunk elements added in double. LayerNorm takes the variance
+//      Σx² − D·mean² when |mean| ≤ std/4, where its error is inside the
+//      documented bound; other rows are re-read from cache for the corrected
+//      two-pass sums around the one-pass mean. (RMSNorm needs only Σx².) The
+//      fused op writes h = x + residual during the first pass and takes the
+//      statistics of the stored h.
 //   2. a rescale fallback when the statistics overflow (|x| ~ 1e20 in f32) or
 //      underflow (subnormal rows): zero cost on ordinary rows.
 //   3. the output pass, re-reading the row from cache.

@@ -333,48 +333,82 @@ HWY_INLINE void PairTailMasks(DC dc, std::size_t n, hn::Mask<DC>& a, hn::Mask<DC
   }
 }
 
-// The next row's inputs (one or two arrays), fetched into L2 while this row
-// is processed, so the next row's first pass finds them there. Memory should
+// The next rows' inputs (one or two arrays), fetched while this row is
+// processed, so the next row's first pass finds them in cache. Memory should
 // never wait for the loops, so the fetches are spread over the row: the
-// first and the last pass over this row each fetch half of the next row, in
-// step with their progress. Fetching it all in the last pass leaves the
-// memory idle during the first: on this machine LayerNorm f32 at D = 16384
-// ran at 62-65% of the ceiling that way, 68-70% with the fetches spread.
+// first and the last pass over this row each fetch half a row, in step with
+// their progress. Fetching it all in the last pass leaves the memory idle
+// during the first: on this machine LayerNorm f32 at D = 16384 ran at 62-65%
+// of the ceiling that way, 68-70% with the fetches spread.
 //
-// A next row of more than kMaxAheadBytes (all arrays together) is not
-// fetched: the current row's inputs must stay in L2 until its last pass, and
-// next to them (and the backward's parameter-gradient partials) a second
-// row that wide crowds the 2 MiB L2 of this machine's cores. f32 rows of
-// 65536 (512 KiB for two arrays) ran at 47-58% of the ceiling when fetched
-// ahead and at 65-85% when not; bf16 rows of that width (128 KiB per
-// array) gain from the fetch: LayerNorm 66% against 50%. See
-// docs/kernels.md.
+// Rows of up to kNearAheadBytes (all arrays together) are fetched at two
+// distances: the row after next from memory into L2, and the next row from
+// L2 into L1. A short row's first pass is over before the L1 prefetcher has
+// followed it, so it waited on L2: in cache, f32 RMSNorm at D = 768 ran at
+// 58-59% of the ceiling, 70-71% with the fetch into L1; beyond cache, bf16
+// LayerNorm and RMSNorm at D = 768 went from 67-70% to 76-82%. Fetching the
+// next row from memory straight into L1 instead lost 5-7 points beyond cache
+// (L1 has few miss buffers, and each holds a line for a whole memory
+// latency); wider rows gained nothing in cache and lost up to 5 points
+// beyond it. See docs/kernels.md.
+//
+// Wider rows fetch only the next row, into L2. A next row of more than
+// kMaxAheadBytes is not fetched: the current row's inputs must stay in L2
+// until its last pass, and next to them (and the backward's
+// parameter-gradient partials) a second row that wide crowds the 2 MiB L2 of
+// this machine's cores. f32 rows of 65536 (512 KiB for two arrays) ran at
+// 47-58% of the ceiling when fetched ahead and at 65-85% when not; bf16 rows
+// of that width (128 KiB per array) gain from the fetch: LayerNorm 66%
+// against 50%.
+inline constexpr std::size_t kNearAheadBytes = 4 * 1024;
 inline constexpr std::size_t kMaxAheadBytes = 256 * 1024;
 
 struct NextRows {
-  const char* p0 = nullptr;  // cursor in the next row of the first array; null: none
-  const char* p1 = nullptr;  // cursor in the next row of a second array, or null
+  const char* p0 = nullptr;  // cursor in a later row of the first array (into L2); null: none
+  const char* p1 = nullptr;  // the same in a second array, or null
+  const char* n0 = nullptr;  // cursor in the next row of the first array (into L1); null: none
+  const char* n1 = nullptr;
 
-  // Aims the cursors at the next row's arrays (p1 may be null), or at
-  // nothing when there is no next row (p0 null) or it is too wide to fetch.
-  void aim(const void* next0, const void* next1, std::size_t row_bytes) {
-    const bool ahead = next0 != nullptr && row_bytes <= kMaxAheadBytes;
-    p0 = ahead ? static_cast<const char*>(next0) : nullptr;
-    p1 = ahead ? static_cast<const char*>(next1) : nullptr;
+  // Aims the cursors for the rows after this one. row0/row1: this row of one
+  // or two arrays (row1 may be null), step0/step1 the bytes between their
+  // rows, `after` the rows that follow this one in the range, row_bytes the
+  // bytes of a row of all the arrays.
+  void aim(const void* row0, std::ptrdiff_t step0, const void* row1, std::ptrdiff_t step1, std::int64_t after,
+           std::size_t row_bytes) {
+    const char* a = static_cast<const char*>(row0);
+    const char* b = static_cast<const char*>(row1);
+    p0 = p1 = n0 = n1 = nullptr;
+    if (after < 1 || row_bytes > kMaxAheadBytes) return;
+    if (row_bytes <= kNearAheadBytes) {
+      n0 = a + step0;
+      n1 = b ? b + step1 : nullptr;
+      if (after < 2) return;
+      p0 = a + 2 * step0;
+      p1 = b ? b + 2 * step1 : nullptr;
+    } else {
+      p0 = a + step0;
+      p1 = b ? b + step1 : nullptr;
+    }
+  }
+
+  // Fetches `bytes` from p on (into L1 for kLocality 3, L2 for 2), moving p.
+  template <int kLocality>
+  static HWY_INLINE void fetch(const char*& p, std::size_t bytes) {
+    if (!p) return;
+    for (std::size_t k = 0; k < bytes; k += 64) __builtin_prefetch(p + k, 0, kLocality);
+    p += bytes;
   }
 
   // A pass over this row has covered n more elements; the arrays' elements
-  // have S0 and S1 bytes. Fetches the next n/2 elements' lines of each.
+  // have S0 and S1 bytes. Fetches the next n/2 elements' lines of each
+  // array at each distance.
   template <std::size_t S0, std::size_t S1>
   HWY_INLINE void advance(std::size_t n) {
-    if (!p0) return;
-    const std::size_t b0 = n * S0 / 2;
-    for (std::size_t k = 0; k < b0; k += 64) __builtin_prefetch(p0 + k, 0, 2);
-    p0 += b0;
-    if (S1 != 0 && p1) {
-      const std::size_t b1 = n * S1 / 2;
-      for (std::size_t k = 0; k < b1; k += 64) __builtin_prefetch(p1 + k, 0, 2);
-      p1 += b1;
+    fetch<2>(p0, n * S0 / 2);
+    fetch<3>(n0, n * S0 / 2);
+    if constexpr (S1 != 0) {
+      fetch<2>(p1, n * S1 / 2);
+      fetch<3>(n1, n * S1 / 2);
     }
   }
 };

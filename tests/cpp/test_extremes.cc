@@ -1,7 +1,8 @@
 // Numeric extremes through the public API, forward and backward, each
 // against the fp64 oracle with the documented budget (tolerance.hpp):
 // values whose squares overflow f32, subnormals, rows of one repeated value,
-// a huge outlier in a long row, a large common offset, D = 1, D = 2^20, the
+// a huge outlier in a long row, a large common offset, means on both sides of
+// the one-pass variance's limit, D = 1, D = 2^20, the
 // 16-bit formats at their largest finite values, and eps = 0 on a zero row.
 //
 // The statistics are checked with stat_scales (tolerance.hpp): the
@@ -238,6 +239,21 @@ TEST(Extremes, LargeOffsetSmallNoise) {
     expect_both(t, 4, 4096, normal(20, 1.0, 1e4), 1e-5, 21);
     expect_both(t, 4, 4096, normal(22, 1e-2, 1e4), 1e-5, 23);
     expect_both(t, 4, 1000, normal(24, 1.0, -3e5), 0.0, 25);
+  }
+}
+
+// Rows of N(mu, 1) with mu around std/4, where the kernels switch from the
+// one-pass variance Σx² − D·mean² to a centred pass (forward-inl.hpp,
+// LayerStats): both sides of the switch meet the same budget. D = 4099 spans
+// three statistics chunks and ends in a partial vector.
+TEST(Extremes, MeanAroundTheOnePassSwitch) {
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    for (double mu : {0.1, 0.24, 0.26, 0.5, 3.0, 30.0}) {
+      for (std::int64_t D : {std::int64_t{300}, std::int64_t{4099}}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " mu=" + sci(mu) + " D=" + std::to_string(D));
+        expect_both(t, 6, D, normal(41, 1.0, mu), 1e-5, 42);
+      }
+    }
   }
 }
 

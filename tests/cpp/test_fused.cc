@@ -116,19 +116,28 @@ INSTANTIATE_TEST_SUITE_P(AllCases, Fused, ::testing::ValuesIn(fused_cases()),
                          [](const ::testing::TestParamInfo<FusedCase>& tp) { return fused_name(tp.param); });
 
 // The fused op is exactly "add, then norm": same bits as the two calls when
-// the sum is stored in the same dtype.
+// the sum is stored in the same dtype. The residual rows' offsets put h's
+// mean on both sides of the LayerNorm one-pass variance's limit (|mean| ≤
+// std/4; h's std is √2): rows 0 and 3 take the one-pass statistics, rows 1
+// and 2 the centred pass. D = 4099 spans three chunks and a partial vector.
 TEST(Fused, EqualsAddThenNorm) {
   std::mt19937_64 rng(5);
-  for (DType t : {DType::f32, DType::bf16}) {
-    Buffer x(t, 4, 300), r(t, 4, 300), h(t, 4, 300), y1(t, 4, 300), y2(t, 4, 300);
-    fill_normal(x, rng);
-    fill_normal(r, rng);
-    add_rms_norm(x.cmat(), r.cmat(), {}, 1e-6, h.mat(), y1.mat());
-    rms_norm(h.cmat(), {}, 1e-6, y2.mat());
-    EXPECT_EQ(y1.bytes(), y2.bytes()) << dtype_name(t);
-    add_layer_norm(x.cmat(), r.cmat(), {}, {}, 1e-6, h.mat(), y1.mat());
-    layer_norm(h.cmat(), {}, {}, 1e-6, y2.mat());
-    EXPECT_EQ(y1.bytes(), y2.bytes()) << dtype_name(t);
+  const double offsets[] = {0.0, 1.0, 100.0, 0.1};
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    for (std::int64_t D : {std::int64_t{300}, std::int64_t{4099}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " D=" + std::to_string(D));
+      Buffer x(t, 4, D), r(t, 4, D), h(t, 4, D), y1(t, 4, D), y2(t, 4, D);
+      fill_normal(x, rng);
+      fill_normal(r, rng);
+      for (std::int64_t row = 0; row < 4; ++row)
+        for (std::int64_t j = 0; j < D; ++j) r.set(row, j, r.get(row, j) + offsets[row]);
+      add_rms_norm(x.cmat(), r.cmat(), {}, 1e-6, h.mat(), y1.mat());
+      rms_norm(h.cmat(), {}, 1e-6, y2.mat());
+      EXPECT_EQ(y1.bytes(), y2.bytes());
+      add_layer_norm(x.cmat(), r.cmat(), {}, {}, 1e-6, h.mat(), y1.mat());
+      layer_norm(h.cmat(), {}, {}, 1e-6, y2.mat());
+      EXPECT_EQ(y1.bytes(), y2.bytes());
+    }
   }
 }
 

@@ -119,7 +119,9 @@ inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy
 //         (δ·rstd)² = (growth·u·s)² = growth·u·(growth·u·s²). It is negligible
 //         for a well-scaled row (s ≈ 1); for a row with a large common offset
 //         it is what f32 allows, while a one-pass E[x²] − mean² variance
-//         (error growth·u·s²) is far past it.
+//         (error growth·u·s²) is far past it. The kernels take the one-pass
+//         variance only for rows with |mean| ≤ std/4, where its error is
+//         within 0.79·growth·u of rstd (docs/numerics.md §2).
 struct StatScales {
   std::vector<double> mean, rstd;  // (rows)
 };
