@@ -186,6 +186,7 @@ HWY_INLINE void CentredChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::
 // M2 = Σ(x − mean)². RMSNorm: m2 = Σx² and the rest 0.
 struct RowStats {
   double shift = 0, mean_rel = 0, m2 = 0;
+  bool centred = false;  // LayerNorm: taken by the centred pass (|mean| > std/4)
   double mean() const { return shift + mean_rel; }
 };
 
@@ -210,7 +211,7 @@ HWY_NOINLINE RowStats CentredStats(DC dc, const T* HWY_RESTRICT p, std::size_t D
     q += qc;
   }
   const double Dd = static_cast<double>(D);
-  return {static_cast<double>(m), e / Dd, q - e * e / Dd};
+  return {static_cast<double>(m), e / Dd, q - e * e / Dd, true};
 }
 
 // LayerNorm statistics from the row's pass-1 sums (of x·scale, p stored).
@@ -257,24 +258,42 @@ struct OutputOpts {
   NextRows next;
 };
 
-// y = ((x·S − M) − M_lo)·R·(w + off) + b, row re-read from cache. S = 1
-// except for rescued rows (see NormalizeRow). The mean is subtracted in two
-// pieces, M + M_lo = mean to twice the compute precision: x − M is exact for
-// x near the mean, so rows like 1e4 + noise keep their digits. That costs one
-// subtraction per vector of a memory-bound loop. RMSNorm passes M = M_lo = 0
-// and no bias. Pairs in the layout of y's dtype (even/odd for bf16).
-template <NormKind K, class DC, class TI, class TY, class TW>
+// How the output pass forms x̂ from x.
+struct XhatForm {
+  // Affine (ordinary rows): x̂ = x·R + c with c = −mean·R, one FMA. For a
+  // LayerNorm row that took the one-pass statistics |mean|·R ≤ 1/4, so c's
+  // rounding is a small absolute error in x̂, well inside the bound. RMSNorm:
+  // c = 0, x̂ = x·R.
+  bool affine = true;
+  // Otherwise x̂ = ((x·S − M) − M_lo)·R: a rescued row (S ≠ 1, see
+  // NormalizeRow) or a LayerNorm row with a large mean. The mean is
+  // subtracted in two pieces, M + M_lo = mean to twice the compute precision:
+  // x − M is exact for x near the mean, so rows like 1e4 + noise keep their
+  // digits.
+  double s = 1, m = 0, m_lo = 0, r = 1, c = 0;
+};
+
+// y = x̂·(w + off) + b, row re-read from cache (RMSNorm: no bias). Pairs in
+// the layout of y's dtype (even/odd for bf16). TW may be Arranged: then w
+// already holds w + off.
+template <NormKind K, bool kAffine, class DC, class TI, class TY, class TW>
 HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_RESTRICT w,
-                          const TW* HWY_RESTRICT b, std::size_t D, hn::TFromD<DC> s, hn::TFromD<DC> m,
-                          hn::TFromD<DC> m_lo, hn::TFromD<DC> r, hn::TFromD<DC> off, OutputOpts& opts) {
+                          const TW* HWY_RESTRICT b, std::size_t D, const XhatForm& f, hn::TFromD<DC> off,
+                          OutputOpts& opts) {
+  using C = hn::TFromD<DC>;
   constexpr bool kEO = kEvenOdd<TY>;
   const std::size_t P = 2 * hn::Lanes(dc);
-  const auto S = hn::Set(dc, s), M = hn::Set(dc, m), Mlo = hn::Set(dc, m_lo), R = hn::Set(dc, r);
+  const auto S = hn::Set(dc, static_cast<C>(f.s)), M = hn::Set(dc, static_cast<C>(f.m));
+  const auto Mlo = hn::Set(dc, static_cast<C>(f.m_lo)), R = hn::Set(dc, static_cast<C>(f.r));
+  const auto Cv = hn::Set(dc, static_cast<C>(f.c));
   const auto Off = hn::Set(dc, off);
   auto one = [&](auto xv, auto wv, auto bv) HWY_ATTR {
-    const auto xhat = hn::Mul(hn::Sub(hn::MulSub(xv, S, M), Mlo), R);
-    if constexpr (K == NormKind::layer) return hn::MulAdd(xhat, hn::Add(wv, Off), bv);
-    else return hn::Mul(xhat, hn::Add(wv, Off));
+    auto xhat = hn::Mul(xv, R);
+    if constexpr (kAffine && K == NormKind::layer) xhat = hn::MulAdd(xv, R, Cv);
+    if constexpr (!kAffine) xhat = hn::Mul(hn::Sub(hn::MulSub(xv, S, M), Mlo), R);
+    const auto g = kIsArranged<TW> ? wv : hn::Add(wv, Off);
+    if constexpr (K == NormKind::layer) return hn::MulAdd(xhat, g, bv);
+    else return hn::Mul(xhat, g);
   };
   auto pair = [&](Pair<DC> xv, Pair<DC> wv, Pair<DC> bv) HWY_ATTR {
     return Pair<DC>{one(xv.a, wv.a, bv.a), one(xv.b, wv.b, bv.b)};
@@ -290,9 +309,11 @@ HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_
     const auto bv = K == NormKind::layer ? LoadPairTail<kEO>(dc, b + i, n) : zero;
     StorePairTail<kEO>(dc, pair(LoadPairTail<kEO>(dc, x + i, n), LoadPairTail<kEO>(dc, w + i, n), bv), y + i, n);
   };
-  if (opts.stream) {
-    // Non-temporal stores need aligned addresses: peel up to the first.
-    const std::size_t head = StreamHead(y, P, D);
+  // Non-temporal stores need aligned addresses: peel up to the first. Pairs
+  // of even/odd Arranged parameters start at 0, so such a row is not peeled
+  // and, unless aligned, not streamed.
+  const std::size_t head = StreamHead(y, P, D);
+  if (opts.stream && !(kIsArranged<TW> && kEO && head != 0)) {
     if (head) partial(head);
     for (i = head; i + P <= D; i += P) {
       opts.next.advance<sizeof(TY), sizeof(TI)>(P);
@@ -369,20 +390,68 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
                             : static_cast<C>(std::min(rstd_s, static_cast<double>(std::numeric_limits<C>::max())));
   if (K == NormKind::layer && mean_out) *mean_out = scale == 1.0 ? m : static_cast<C>(mean_s / scale);
   if (rstd_out) *rstd_out = scale == 1.0 ? r : static_cast<C>(rstd_true);
-  if constexpr (K == NormKind::layer)
-    OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), m, m_lo, r, static_cast<C>(offset), opts);
-  else
-    OutputRow<K>(dc, p, y, w, b, D, static_cast<C>(scale), C{0}, C{0}, r, static_cast<C>(offset), opts);
+  XhatForm f;
+  f.affine = scale == 1.0 && !st.centred;
+  f.r = static_cast<double>(r);
+  if (f.affine) {
+    if constexpr (K == NormKind::layer) f.c = -mean_s * f.r;
+    OutputRow<K, true>(dc, p, y, w, b, D, f, static_cast<C>(offset), opts);
+  } else {
+    f.s = scale;
+    if constexpr (K == NormKind::layer) {
+      f.m = static_cast<double>(m);
+      f.m_lo = static_cast<double>(m_lo);
+    }
+    OutputRow<K, false>(dc, p, y, w, b, D, f, static_cast<C>(offset), opts);
+  }
 }
 
-// Rows [begin, end) with storage types TX (x, y), TR (residual, h), TW
-// (weight, bias) and compute type C.
-template <NormKind K, class C, class TX, class TR, class TW>
-void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
+// Parameters are arranged (see Arranged) where that saves a conversion per
+// row: 16-bit parameters, or f32 parameters of a bf16 row (whose even/odd
+// loop would split them with shuffles); for at least kArrangeMinRows rows, so
+// one row (a decode step) does not pay for a pass over the parameters; and
+// up to kArrangeMaxBytes of arranged weight and bias. Arranged f32 rows are
+// twice the 16-bit ones, and wider ones cost more L2 room than the
+// conversions they save: bf16 and f16 LayerNorm at D = 4096 gained 1-11
+// points of the ceiling beyond cache and 5-26% in L2, at D = 8192 to 65536
+// they lost 2-10 points beyond cache (docs/kernels.md).
+template <class C, class TX, class TW>
+inline constexpr bool kArrange = !std::is_same_v<TW, C> || kEvenOdd<TX>;
+constexpr std::int64_t kArrangeMinRows = 4;
+constexpr std::size_t kArrangeMaxBytes = 32 * 1024;
+
+// gw = w + off and gb = b (if b is not null) as Arranged rows for an output
+// of layout kEO, in the compute type: the same values the output pass would
+// form from w and b itself, so results do not depend on the arrangement.
+template <bool kEO, class DC, class TW>
+HWY_NOINLINE void ArrangeParams(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_RESTRICT b, std::size_t D,
+                                hn::TFromD<DC> off, Arranged<hn::TFromD<DC>>* HWY_RESTRICT gw,
+                                Arranged<hn::TFromD<DC>>* HWY_RESTRICT gb) {
+  const std::size_t N = hn::Lanes(dc);
+  const std::size_t P = 2 * N;
+  const auto Off = hn::Set(dc, off);
+  auto load = [&](const TW* p, std::size_t i) HWY_ATTR {
+    return D - i >= P ? LoadPair<kEO>(dc, p + i) : LoadPairTail<kEO>(dc, p + i, D - i);
+  };
+  for (std::size_t i = 0; i < D; i += P) {
+    const Pair<DC> wv = load(w, i);
+    hn::StoreU(hn::Add(wv.a, Off), dc, &gw[i].v);
+    hn::StoreU(hn::Add(wv.b, Off), dc, &gw[i + N].v);
+    if (b) {
+      const Pair<DC> bv = load(b, i);
+      hn::StoreU(bv.a, dc, &gb[i].v);
+      hn::StoreU(bv.b, dc, &gb[i + N].v);
+    }
+  }
+}
+
+// Rows [begin, end) with storage types TX (x, y), TR (residual, h), TP
+// (weight, bias as read: the stored dtype, or Arranged) and compute type C.
+template <NormKind K, class C, class TX, class TR, class TP>
+void ForwardRowsP(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream, const TP* w,
+                  const TP* b, double offset) {
   const hn::ScalableTag<C> dc;
   const std::size_t D = static_cast<std::size_t>(a.D);
-  const TW* w = static_cast<const TW*>(a.weight);
-  const TW* b = static_cast<const TW*>(a.bias);
   C* mean = static_cast<C*>(a.mean);
   C* rstd = static_cast<C*>(a.rstd);
   OutputOpts opts;
@@ -398,14 +467,36 @@ void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bo
       opts.next.aim(x, a.x_stride * std::ptrdiff_t{sizeof(TX)}, res, a.residual_stride * std::ptrdiff_t{sizeof(TR)},
                     end - row - 1, D * (sizeof(TX) + sizeof(TR)));
       const RowStats st = FusedStatsOfRow<K>(dc, x, res, h, D, opts.next);
-      NormalizeRow<K>(dc, static_cast<const TR*>(h), st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r, opts);
+      NormalizeRow<K>(dc, static_cast<const TR*>(h), st, y, w, b, D, a.eps, offset, mean_r, rstd_r, opts);
     } else {
       opts.next.aim(x, a.x_stride * std::ptrdiff_t{sizeof(TX)}, nullptr, 0, end - row - 1, D * sizeof(TX));
       const RowStats st = StatsOfRow<K, false>(dc, x, D, C{1}, opts.next);
-      NormalizeRow<K>(dc, x, st, y, w, b, D, a.eps, a.weight_offset, mean_r, rstd_r, opts);
+      NormalizeRow<K>(dc, x, st, y, w, b, D, a.eps, offset, mean_r, rstd_r, opts);
     }
   }
   if (opts.stream) hwy::FlushStream();  // order the non-temporal stores before the join
+}
+
+// Rows [begin, end) with storage types TX (x, y), TR (residual, h), TW
+// (weight, bias) and compute type C.
+template <NormKind K, class C, class TX, class TR, class TW>
+void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
+  const TW* w = static_cast<const TW*>(a.weight);
+  const TW* b = static_cast<const TW*>(a.bias);
+  if constexpr (kArrange<C, TX, TW>) {
+    const hn::ScalableTag<C> dc;
+    const std::size_t D = static_cast<std::size_t>(a.D);
+    const std::size_t padded = hwy::RoundUpTo(D, 2 * hn::Lanes(dc));
+    if (end - begin >= kArrangeMinRows && 2 * padded * sizeof(C) <= kArrangeMaxBytes) {
+      auto* gw = static_cast<Arranged<C>*>(scratch_buffer(2 * padded * sizeof(C), 2));
+      Arranged<C>* gb = gw + padded;
+      ArrangeParams<kEvenOdd<TX>>(dc, w, K == NormKind::layer ? b : nullptr, D, static_cast<C>(a.weight_offset),
+                                  gw, gb);
+      return ForwardRowsP<K, C, TX, TR>(a, begin, end, stream, static_cast<const Arranged<C>*>(gw),
+                                        static_cast<const Arranged<C>*>(gb), 0.0);
+    }
+  }
+  ForwardRowsP<K, C, TX, TR>(a, begin, end, stream, w, b, a.weight_offset);
 }
 
 // The valid (residual, weight) dtypes for 16-bit x: x's own or f32.

@@ -311,6 +311,30 @@ HWY_INLINE Pair<DC> LoadPairTail(DC dc, const T* HWY_RESTRICT p, std::size_t n) 
   return LoadPair<kEO>(dc, buf);
 }
 
+// A parameter row arranged once per range of rows (ArrangeParams in
+// forward-inl.hpp): values in the compute type, already in the pair layout of
+// the loop that reads them, zero-padded to whole pairs. A pair of it is two
+// plain loads in either layout, and its tail is the whole padded pair.
+template <class C>
+struct Arranged {
+  C v;
+};
+template <class T>
+inline constexpr bool kIsArranged = false;
+template <class C>
+inline constexpr bool kIsArranged<Arranged<C>> = true;
+
+template <bool kEO, class DC, class C>
+HWY_INLINE Pair<DC> LoadPair(DC dc, const Arranged<C>* HWY_RESTRICT p) {
+  static_assert(std::is_same_v<C, hn::TFromD<DC>>);
+  const std::size_t N = hn::Lanes(dc);
+  return {hn::LoadU(dc, &p[0].v), hn::LoadU(dc, &p[N].v)};
+}
+template <bool kEO, class DC, class C>
+HWY_INLINE Pair<DC> LoadPairTail(DC dc, const Arranged<C>* HWY_RESTRICT p, std::size_t /*n*/) {
+  return LoadPair<kEO>(dc, p);
+}
+
 // Stores the first n < 2·Lanes(dc) elements of v to p; returns v as stored.
 template <bool kEO, class DC, class T>
 HWY_INLINE Pair<DC> StorePairTail(DC dc, Pair<DC> v, T* HWY_RESTRICT p, std::size_t n) {
