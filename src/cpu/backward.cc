@@ -95,7 +95,7 @@ HWY_INLINE void ChunkA(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT 
   auto g0 = hn::Zero(dc), g1 = hn::Zero(dc), gx0 = hn::Zero(dc), gx1 = hn::Zero(dc);
   // One vector of the pair; its partials are at element j of the rows.
   auto half = [&](auto dyv, auto xhat, auto wv, std::size_t j, auto& gacc, auto& gxacc) HWY_ATTR {
-    const auto g = hn::Mul(hn::Add(wv, Off), dyv);
+    const auto g = hn::Mul(kIsArranged<TW> ? wv : hn::Add(wv, Off), dyv);
     gacc = hn::Add(gacc, g);
     gxacc = hn::MulAdd(g, xhat, gxacc);
     if constexpr (kParams) {
@@ -134,7 +134,7 @@ HWY_INLINE void RowB(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w,
                      hn::Vec<DC> MGX, bool stream, NextRows& next) {
   const std::size_t P = 2 * hn::Lanes(dc);
   auto half = [&](auto dyv, auto xv, auto wv) HWY_ATTR {
-    const auto g = hn::Mul(hn::Add(wv, Off), dyv);
+    const auto g = hn::Mul(kIsArranged<TW> ? wv : hn::Add(wv, Off), dyv);
     return hn::Mul(hn::NegMulAdd(xhat_of(xv), MGX, hn::Sub(g, MG)), R);
   };
   auto pair = [&](Pair<DC> dyv, Pair<DC> xv, Pair<DC> wv) HWY_ATTR {
@@ -153,9 +153,11 @@ HWY_INLINE void RowB(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w,
     StorePairTail<kEO>(dc, v, dx + i, k);
   };
   std::size_t i = 0;
-  if (stream) {
-    // Non-temporal stores need aligned addresses: peel up to the first.
-    const std::size_t head = StreamHead(dx, P, D);
+  // Non-temporal stores need aligned addresses: peel up to the first. Pairs
+  // of even/odd Arranged weights start at 0, so such a row is not peeled
+  // and, unless aligned, not streamed.
+  const std::size_t head = StreamHead(dx, P, D);
+  if (stream && !(kIsArranged<TW> && kEO && head != 0)) {
     if (head) partial(0, head);
     for (i = head; i + P <= D; i += P) {
       next.advance<sizeof(TD), sizeof(TI)>(P);
@@ -171,17 +173,18 @@ HWY_INLINE void RowB(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w,
 }
 
 // Rows [begin, end) with storage types TD (dy), TI (xin, dh_out, dx), TW
-// (weight) and compute type C. pdw/pdb: this row block's partial sums
-// (zeroed here), or null when no parameter gradient is wanted.
+// (weight as read: the stored dtype, or Arranged, already holding
+// weight + offset) and compute type C. pdw/pdb: this row block's partial
+// sums (zeroed here), or null when no parameter gradient is wanted.
 template <bool kParams, class C, class TD, class TI, class TW>
-void BackwardRowsT(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream) {
+void BackwardRowsP(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream,
+                   const TW* w, double offset) {
   const hn::ScalableTag<C> dc;
   const std::size_t D = static_cast<std::size_t>(a.D);
   const double Dd = static_cast<double>(D);
-  const TW* w = static_cast<const TW*>(a.weight);
   const C* mean = static_cast<const C*>(a.mean);
   const C* rstd = static_cast<const C*>(a.rstd);
-  const auto Off = hn::Set(dc, static_cast<C>(a.weight_offset));
+  const auto Off = hn::Set(dc, static_cast<C>(offset));
   constexpr bool kEO = kEvenOdd<TI>;  // dx is bf16 (and then so is dy)
   if constexpr (kParams) {
     const std::size_t padded = hwy::RoundUpTo(D, 2 * hn::Lanes(dc));
@@ -212,6 +215,26 @@ void BackwardRowsT(const BackwardArgs& a, std::int64_t begin, std::int64_t end, 
                        next);
   }
   if (stream) hwy::FlushStream();  // order the non-temporal stores before the join
+}
+
+// The weight arranged once per range where that saves a conversion per row
+// (see ArrangeParams in vec-inl.hpp), else read as stored.
+template <bool kParams, class C, class TD, class TI, class TW>
+void BackwardRowsT(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream) {
+  const TW* w = static_cast<const TW*>(a.weight);
+  if constexpr (kArrange<C, TI, TW>) {
+    const hn::ScalableTag<C> dc;
+    const std::size_t D = static_cast<std::size_t>(a.D);
+    const std::size_t padded = hwy::RoundUpTo(D, 2 * hn::Lanes(dc));
+    if (ArrangesParams(end - begin, padded * sizeof(C))) {
+      auto* gw = static_cast<Arranged<C>*>(scratch_buffer(padded * sizeof(C), 2));
+      ArrangeParams<kEvenOdd<TI>>(dc, w, static_cast<const TW*>(nullptr), D, static_cast<C>(a.weight_offset), gw,
+                                  static_cast<Arranged<C>*>(nullptr));
+      return BackwardRowsP<kParams, C, TD, TI>(a, begin, end, pdw, pdb, stream, static_cast<const Arranged<C>*>(gw),
+                                               0.0);
+    }
+  }
+  BackwardRowsP<kParams, C, TD, TI>(a, begin, end, pdw, pdb, stream, w, a.weight_offset);
 }
 
 template <class C, class TD, class TI, class TW>

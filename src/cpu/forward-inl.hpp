@@ -406,45 +406,6 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
   }
 }
 
-// Parameters are arranged (see Arranged) where that saves a conversion per
-// row: 16-bit parameters, or f32 parameters of a bf16 row (whose even/odd
-// loop would split them with shuffles); for at least kArrangeMinRows rows, so
-// one row (a decode step) does not pay for a pass over the parameters; and
-// up to kArrangeMaxBytes of arranged weight and bias. Arranged f32 rows are
-// twice the 16-bit ones, and wider ones cost more L2 room than the
-// conversions they save: bf16 and f16 LayerNorm at D = 4096 gained 1-11
-// points of the ceiling beyond cache and 5-26% in L2, at D = 8192 to 65536
-// they lost 2-10 points beyond cache (docs/kernels.md).
-template <class C, class TX, class TW>
-inline constexpr bool kArrange = !std::is_same_v<TW, C> || kEvenOdd<TX>;
-constexpr std::int64_t kArrangeMinRows = 4;
-constexpr std::size_t kArrangeMaxBytes = 32 * 1024;
-
-// gw = w + off and gb = b (if b is not null) as Arranged rows for an output
-// of layout kEO, in the compute type: the same values the output pass would
-// form from w and b itself, so results do not depend on the arrangement.
-template <bool kEO, class DC, class TW>
-HWY_NOINLINE void ArrangeParams(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_RESTRICT b, std::size_t D,
-                                hn::TFromD<DC> off, Arranged<hn::TFromD<DC>>* HWY_RESTRICT gw,
-                                Arranged<hn::TFromD<DC>>* HWY_RESTRICT gb) {
-  const std::size_t N = hn::Lanes(dc);
-  const std::size_t P = 2 * N;
-  const auto Off = hn::Set(dc, off);
-  auto load = [&](const TW* p, std::size_t i) HWY_ATTR {
-    return D - i >= P ? LoadPair<kEO>(dc, p + i) : LoadPairTail<kEO>(dc, p + i, D - i);
-  };
-  for (std::size_t i = 0; i < D; i += P) {
-    const Pair<DC> wv = load(w, i);
-    hn::StoreU(hn::Add(wv.a, Off), dc, &gw[i].v);
-    hn::StoreU(hn::Add(wv.b, Off), dc, &gw[i + N].v);
-    if (b) {
-      const Pair<DC> bv = load(b, i);
-      hn::StoreU(bv.a, dc, &gb[i].v);
-      hn::StoreU(bv.b, dc, &gb[i + N].v);
-    }
-  }
-}
-
 // Rows [begin, end) with storage types TX (x, y), TR (residual, h), TP
 // (weight, bias as read: the stored dtype, or Arranged) and compute type C.
 template <NormKind K, class C, class TX, class TR, class TP>
@@ -487,7 +448,7 @@ void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bo
     const hn::ScalableTag<C> dc;
     const std::size_t D = static_cast<std::size_t>(a.D);
     const std::size_t padded = hwy::RoundUpTo(D, 2 * hn::Lanes(dc));
-    if (end - begin >= kArrangeMinRows && 2 * padded * sizeof(C) <= kArrangeMaxBytes) {
+    if (ArrangesParams(end - begin, padded * sizeof(C))) {
       auto* gw = static_cast<Arranged<C>*>(scratch_buffer(2 * padded * sizeof(C), 2));
       Arranged<C>* gb = gw + padded;
       ArrangeParams<kEvenOdd<TX>>(dc, w, K == NormKind::layer ? b : nullptr, D, static_cast<C>(a.weight_offset),

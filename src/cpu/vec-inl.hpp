@@ -335,6 +335,49 @@ HWY_INLINE Pair<DC> LoadPairTail(DC dc, const Arranged<C>* HWY_RESTRICT p, std::
   return LoadPair<kEO>(dc, p);
 }
 
+// Parameters are arranged (see Arranged) where that saves a conversion per
+// row: 16-bit parameters, or f32 parameters of a bf16 row (whose even/odd
+// loops would split them with shuffles); for at least kArrangeMinRows rows,
+// so one row (a decode step) does not pay for a pass over the parameters;
+// and up to kArrangeMaxRowBytes per arranged row. Arranged f32 rows are twice
+// the 16-bit ones, and wider ones cost more L2 room than the conversions
+// they save: bf16 and f16 LayerNorm at D = 4096 gained 1-11 points of the
+// ceiling beyond cache and 5-26% in L2, at D = 8192 to 65536 they lost 2-10
+// points beyond cache (docs/kernels.md).
+template <class C, class TX, class TW>
+inline constexpr bool kArrange = !std::is_same_v<TW, C> || kEvenOdd<TX>;
+inline constexpr std::int64_t kArrangeMinRows = 4;
+inline constexpr std::size_t kArrangeMaxRowBytes = 16 * 1024;
+
+inline bool ArrangesParams(std::int64_t rows, std::size_t arranged_row_bytes) {
+  return rows >= kArrangeMinRows && arranged_row_bytes <= kArrangeMaxRowBytes;
+}
+
+// gw = w + off and gb = b (if b is not null) as Arranged rows for loops of
+// layout kEO, in the compute type: the same values the loops would form
+// from w and b themselves, so results do not depend on the arrangement.
+template <bool kEO, class DC, class TW>
+HWY_NOINLINE void ArrangeParams(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_RESTRICT b, std::size_t D,
+                                hn::TFromD<DC> off, Arranged<hn::TFromD<DC>>* HWY_RESTRICT gw,
+                                Arranged<hn::TFromD<DC>>* HWY_RESTRICT gb) {
+  const std::size_t N = hn::Lanes(dc);
+  const std::size_t P = 2 * N;
+  const auto Off = hn::Set(dc, off);
+  auto load = [&](const TW* p, std::size_t i) HWY_ATTR {
+    return D - i >= P ? LoadPair<kEO>(dc, p + i) : LoadPairTail<kEO>(dc, p + i, D - i);
+  };
+  for (std::size_t i = 0; i < D; i += P) {
+    const Pair<DC> wv = load(w, i);
+    hn::StoreU(hn::Add(wv.a, Off), dc, &gw[i].v);
+    hn::StoreU(hn::Add(wv.b, Off), dc, &gw[i + N].v);
+    if (b) {
+      const Pair<DC> bv = load(b, i);
+      hn::StoreU(bv.a, dc, &gb[i].v);
+      hn::StoreU(bv.b, dc, &gb[i + N].v);
+    }
+  }
+}
+
 // Stores the first n < 2·Lanes(dc) elements of v to p; returns v as stored.
 template <bool kEO, class DC, class T>
 HWY_INLINE Pair<DC> StorePairTail(DC dc, Pair<DC> v, T* HWY_RESTRICT p, std::size_t n) {
