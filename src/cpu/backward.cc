@@ -223,16 +223,10 @@ template <bool kParams, class C, class TD, class TI, class TW>
 void BackwardRowsT(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream) {
   const TW* w = static_cast<const TW*>(a.weight);
   if constexpr (kArrange<C, TI, TW>) {
-    const hn::ScalableTag<C> dc;
-    const std::size_t D = static_cast<std::size_t>(a.D);
-    const std::size_t padded = hwy::RoundUpTo(D, 2 * hn::Lanes(dc));
-    if (ArrangesParams(end - begin, padded * sizeof(C))) {
-      auto* gw = static_cast<Arranged<C>*>(scratch_buffer(padded * sizeof(C), 2));
-      ArrangeParams<kEvenOdd<TI>>(dc, w, static_cast<const TW*>(nullptr), D, static_cast<C>(a.weight_offset), gw,
-                                  static_cast<Arranged<C>*>(nullptr));
-      return BackwardRowsP<kParams, C, TD, TI>(a, begin, end, pdw, pdb, stream, static_cast<const Arranged<C>*>(gw),
-                                               0.0);
-    }
+    const ArrangedRows<C> g =
+        ArrangeForRows<kEvenOdd<TI>>(hn::ScalableTag<C>(), end - begin, static_cast<std::size_t>(a.D), w,
+                                     static_cast<const TW*>(nullptr), static_cast<C>(a.weight_offset));
+    if (g.w) return BackwardRowsP<kParams, C, TD, TI>(a, begin, end, pdw, pdb, stream, g.w, 0.0);
   }
   BackwardRowsP<kParams, C, TD, TI>(a, begin, end, pdw, pdb, stream, w, a.weight_offset);
 }

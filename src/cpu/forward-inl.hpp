@@ -445,17 +445,11 @@ void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bo
   const TW* w = static_cast<const TW*>(a.weight);
   const TW* b = static_cast<const TW*>(a.bias);
   if constexpr (kArrange<C, TX, TW>) {
-    const hn::ScalableTag<C> dc;
-    const std::size_t D = static_cast<std::size_t>(a.D);
-    const std::size_t padded = hwy::RoundUpTo(D, 2 * hn::Lanes(dc));
-    if (ArrangesParams(end - begin, padded * sizeof(C))) {
-      auto* gw = static_cast<Arranged<C>*>(scratch_buffer(2 * padded * sizeof(C), 2));
-      Arranged<C>* gb = gw + padded;
-      ArrangeParams<kEvenOdd<TX>>(dc, w, K == NormKind::layer ? b : nullptr, D, static_cast<C>(a.weight_offset),
-                                  gw, gb);
-      return ForwardRowsP<K, C, TX, TR>(a, begin, end, stream, static_cast<const Arranged<C>*>(gw),
-                                        static_cast<const Arranged<C>*>(gb), 0.0);
-    }
+    const ArrangedRows<C> g = ArrangeForRows<kEvenOdd<TX>>(hn::ScalableTag<C>(), end - begin,
+                                                           static_cast<std::size_t>(a.D), w,
+                                                           K == NormKind::layer ? b : nullptr,
+                                                           static_cast<C>(a.weight_offset));
+    if (g.w) return ForwardRowsP<K, C, TX, TR>(a, begin, end, stream, g.w, g.b, 0.0);
   }
   ForwardRowsP<K, C, TX, TR>(a, begin, end, stream, w, b, a.weight_offset);
 }

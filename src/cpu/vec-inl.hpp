@@ -21,6 +21,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "cpu/scratch.hpp"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -376,6 +377,26 @@ HWY_NOINLINE void ArrangeParams(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_R
       hn::StoreU(bv.b, dc, &gb[i + N].v);
     }
   }
+}
+
+// This thread's arranged weight (+ off) and, if b is not null, bias for
+// `rows` rows of width D read by loops of layout kEO, in scratch slot 2; both
+// null where arranging does not pay (ArrangesParams).
+template <class C>
+struct ArrangedRows {
+  const Arranged<C>* w = nullptr;
+  const Arranged<C>* b = nullptr;
+};
+template <bool kEO, class DC, class TW>
+HWY_INLINE ArrangedRows<hn::TFromD<DC>> ArrangeForRows(DC dc, std::int64_t rows, std::size_t D, const TW* w,
+                                                       const TW* b, hn::TFromD<DC> off) {
+  using C = hn::TFromD<DC>;
+  const std::size_t padded = hwy::RoundUpTo(D, 2 * hn::Lanes(dc));
+  if (!ArrangesParams(rows, padded * sizeof(C))) return {};
+  auto* gw = static_cast<Arranged<C>*>(scratch_buffer((b ? 2 : 1) * padded * sizeof(C), 2));
+  Arranged<C>* gb = b ? gw + padded : nullptr;
+  ArrangeParams<kEO>(dc, w, b, D, off, gw, gb);
+  return {gw, gb};
 }
 
 // Stores the first n < 2·Lanes(dc) elements of v to p; returns v as stored.
