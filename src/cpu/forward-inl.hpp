@@ -259,12 +259,12 @@ struct OutputOpts {
 };
 
 // How the output pass forms x̂ from x.
+// OutputRow's kAffine selects between them.
 struct XhatForm {
   // Affine (ordinary rows): x̂ = x·R + c with c = −mean·R, one FMA. For a
   // LayerNorm row that took the one-pass statistics |mean|·R ≤ 1/4, so c's
   // rounding is a small absolute error in x̂, well inside the bound. RMSNorm:
   // c = 0, x̂ = x·R.
-  bool affine = true;
   // Otherwise x̂ = ((x·S − M) − M_lo)·R: a rescued row (S ≠ 1, see
   // NormalizeRow) or a LayerNorm row with a large mean. The mean is
   // subtracted in two pieces, M + M_lo = mean to twice the compute precision:
@@ -288,9 +288,9 @@ HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_
   const auto Cv = hn::Set(dc, static_cast<C>(f.c));
   const auto Off = hn::Set(dc, off);
   auto one = [&](auto xv, auto wv, auto bv) HWY_ATTR {
-    auto xhat = hn::Mul(xv, R);
-    if constexpr (kAffine && K == NormKind::layer) xhat = hn::MulAdd(xv, R, Cv);
-    if constexpr (!kAffine) xhat = hn::Mul(hn::Sub(hn::MulSub(xv, S, M), Mlo), R);
+    const auto xhat = !kAffine                    ? hn::Mul(hn::Sub(hn::MulSub(xv, S, M), Mlo), R)
+                      : K == NormKind::layer ? hn::MulAdd(xv, R, Cv)
+                                             : hn::Mul(xv, R);
     const auto g = kIsArranged<TW> ? wv : hn::Add(wv, Off);
     if constexpr (K == NormKind::layer) return hn::MulAdd(xhat, g, bv);
     else return hn::Mul(xhat, g);
@@ -391,9 +391,8 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
   if (K == NormKind::layer && mean_out) *mean_out = scale == 1.0 ? m : static_cast<C>(mean_s / scale);
   if (rstd_out) *rstd_out = scale == 1.0 ? r : static_cast<C>(rstd_true);
   XhatForm f;
-  f.affine = scale == 1.0 && !st.centred;
   f.r = static_cast<double>(r);
-  if (f.affine) {
+  if (scale == 1.0 && !st.centred) {
     if constexpr (K == NormKind::layer) f.c = -mean_s * f.r;
     OutputRow<K, true>(dc, p, y, w, b, D, f, static_cast<C>(offset), opts);
   } else {
