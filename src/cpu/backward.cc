@@ -196,8 +196,7 @@ void BackwardRowsP(const BackwardArgs& a, std::int64_t begin, std::int64_t end, 
     const TD* dy = RowPtr<TD>(a.dy, a.dy_stride, row);
     const TI* x = RowPtr<TI>(a.xin, a.xin_stride, row);
     TI* dx = RowPtr<TI>(a.dx, a.dx_stride, row);
-    next.aim(dy, a.dy_stride * std::ptrdiff_t{sizeof(TD)}, x, a.xin_stride * std::ptrdiff_t{sizeof(TI)}, end - row - 1,
-             D * (sizeof(TD) + sizeof(TI)));
+    next.aim<sizeof(TD), sizeof(TI)>(dy, a.dy_stride, x, a.xin_stride, end - row - 1, D);
     const XhatMap<hn::ScalableTag<C>> xhat_of(dc, mean ? static_cast<double>(mean[row]) : 0.0,
                                         static_cast<double>(rstd[row]));
     const auto R = hn::Set(dc, rstd[row]);

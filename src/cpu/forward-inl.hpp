@@ -424,12 +424,11 @@ void ForwardRowsP(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bo
     if (a.residual) {
       TR* h = RowPtr<TR>(a.h, a.h_stride, row);
       const TR* res = RowPtr<TR>(a.residual, a.residual_stride, row);
-      opts.next.aim(x, a.x_stride * std::ptrdiff_t{sizeof(TX)}, res, a.residual_stride * std::ptrdiff_t{sizeof(TR)},
-                    end - row - 1, D * (sizeof(TX) + sizeof(TR)));
+      opts.next.aim<sizeof(TX), sizeof(TR)>(x, a.x_stride, res, a.residual_stride, end - row - 1, D);
       const RowStats st = FusedStatsOfRow<K>(dc, x, res, h, D, opts.next);
       NormalizeRow<K>(dc, static_cast<const TR*>(h), st, y, w, b, D, a.eps, offset, mean_r, rstd_r, opts);
     } else {
-      opts.next.aim(x, a.x_stride * std::ptrdiff_t{sizeof(TX)}, nullptr, 0, end - row - 1, D * sizeof(TX));
+      opts.next.aim<sizeof(TX), 0>(x, a.x_stride, nullptr, 0, end - row - 1, D);
       const RowStats st = StatsOfRow<K, false>(dc, x, D, C{1}, opts.next);
       NormalizeRow<K>(dc, x, st, y, w, b, D, a.eps, offset, mean_r, rstd_r, opts);
     }

@@ -440,16 +440,21 @@ HWY_INLINE void PairTailMasks(DC dc, std::size_t n, hn::Mask<DC>& a, hn::Mask<DC
 // latency); wider rows gained nothing in cache and lost up to 5 points
 // beyond it. See docs/kernels.md.
 //
-// Wider rows fetch only the next row, into L2. A next row of more than
-// kMaxAheadBytes is not fetched: the current row's inputs must stay in L2
-// until its last pass, and next to them (and the backward's
-// parameter-gradient partials) a second row that wide crowds the 2 MiB L2 of
-// this machine's cores. f32 rows of 65536 (512 KiB for two arrays) ran at
-// 47-58% of the ceiling when fetched ahead and at 65-85% when not; bf16 rows
-// of that width (128 KiB per array) gain from the fetch: LayerNorm 66%
-// against 50%.
+// Wider rows fetch only the next row, into L2, and only while no array's
+// row exceeds kMaxAheadBytes: the current row's inputs must stay in L2 until
+// its last pass, next to the parameters (and the backward's
+// parameter-gradient partials). Measured beyond cache on one thread, as % of
+// the ceiling (two runs each), fetched against not fetched:
+//   forward f32, D = 65536 (one 256 KiB array): LayerNorm 72-74 against
+//     78-80, RMSNorm 75-76 against 84-86;
+//   forward bf16, D = 65536 (one 128 KiB array): LayerNorm 72-74 against
+//     59-60, RMSNorm 78-84 against 66;
+//   backward bf16, D = 65536 (two 128 KiB arrays): 63-65 against 53-54;
+//   backward f32, D = 65536 (two 256 KiB arrays): 47-58 against 65-85 when
+//     first measured.
+// So the limit is per array, not per row of all arrays together.
 inline constexpr std::size_t kNearAheadBytes = 4 * 1024;
-inline constexpr std::size_t kMaxAheadBytes = 256 * 1024;
+inline constexpr std::size_t kMaxAheadBytes = 128 * 1024;
 
 struct NextRows {
   const char* p0 = nullptr;  // cursor in a later row of the first array (into L2); null: none
@@ -458,16 +463,18 @@ struct NextRows {
   const char* n1 = nullptr;
 
   // Aims the cursors for the rows after this one. row0/row1: this row of one
-  // or two arrays (row1 may be null), step0/step1 the bytes between their
-  // rows, `after` the rows that follow this one in the range, row_bytes the
-  // bytes of a row of all the arrays.
-  void aim(const void* row0, std::ptrdiff_t step0, const void* row1, std::ptrdiff_t step1, std::int64_t after,
-           std::size_t row_bytes) {
+  // or two arrays (row1 null and S1 0 for one) of S0- and S1-byte elements,
+  // stride0/stride1 the elements between their rows, `after` the rows that
+  // follow this one in the range, D the elements of a row.
+  template <std::size_t S0, std::size_t S1>
+  void aim(const void* row0, std::int64_t stride0, const void* row1, std::int64_t stride1, std::int64_t after,
+           std::size_t D) {
     const char* a = static_cast<const char*>(row0);
     const char* b = static_cast<const char*>(row1);
+    const std::ptrdiff_t step0 = stride0 * std::ptrdiff_t{S0}, step1 = stride1 * std::ptrdiff_t{S1};
     p0 = p1 = n0 = n1 = nullptr;
-    if (after < 1 || row_bytes > kMaxAheadBytes) return;
-    if (row_bytes <= kNearAheadBytes) {
+    if (after < 1 || D * std::max(S0, S1) > kMaxAheadBytes) return;
+    if (D * (S0 + S1) <= kNearAheadBytes) {
       n0 = a + step0;
       n1 = b ? b + step1 : nullptr;
       if (after < 2) return;
