@@ -308,13 +308,12 @@ void ReduceBlocksT(const float* HWY_RESTRICT p, std::size_t blocks, std::size_t 
 }
 }  // namespace
 
-// reduce_blocks for f32 partial sums (see there) in vectors: each element
-// summed over the blocks in block order in f64, rounded to f32, then stored
-// as the gradient's dtype t. even_odd: the partials are in a bf16 row's
-// layout, which only a bf16 gradient can be stored from (the pair store
-// interleaves by packing); false is returned, and nothing written, for an
-// f32 gradient from such partials. The rows are padded to whole pairs.
-bool ReduceBlocks32(const float* p, std::int64_t blocks, std::int64_t stride, std::int64_t D, bool even_odd,
+// reduce_blocks for f32 partial sums (see there) in vectors, over the
+// columns [0, D) of the rows at p: each element summed over the blocks in
+// block order in f64, rounded to f32, then stored as the gradient's dtype t.
+// even_odd: the partials are in a bf16 row's layout (see
+// VectorReducible). The rows are padded to whole pairs.
+void ReduceBlocks32(const float* p, std::int64_t blocks, std::int64_t stride, std::int64_t D, bool even_odd,
                     DType t, void* out) {
   const std::size_t nb = static_cast<std::size_t>(blocks), st = static_cast<std::size_t>(stride);
   const std::size_t n = static_cast<std::size_t>(D);
@@ -322,19 +321,15 @@ bool ReduceBlocks32(const float* p, std::int64_t blocks, std::int64_t stride, st
     case DType::bf16:
       if (even_odd) ReduceBlocksT<true>(p, nb, st, n, static_cast<hwy::bfloat16_t*>(out));
       else ReduceBlocksT<false>(p, nb, st, n, static_cast<hwy::bfloat16_t*>(out));
-      return true;
+      return;
     case DType::f16:
-      if (even_odd) return false;
-      ReduceBlocksT<false>(p, nb, st, n, static_cast<hwy::float16_t*>(out));
-      return true;
+      return ReduceBlocksT<false>(p, nb, st, n, static_cast<hwy::float16_t*>(out));
     case DType::f32:
-      if (even_odd) return false;
-      ReduceBlocksT<false>(p, nb, st, n, static_cast<float*>(out));
-      return true;
+      return ReduceBlocksT<false>(p, nb, st, n, static_cast<float*>(out));
     case DType::f64:
-      return false;
+      break;
   }
-  return false;
+  assert(false && "ReduceBlocks32: see VectorReducible");
 }
 
 // Elements per vector of the compute type for dy's dtype on this target.
@@ -416,10 +411,22 @@ void store_gradient(const double* sum, std::int64_t D, DType t, void* out) {
   }
 }
 
+// Whether ReduceBlocks32 can store f32 partials as a gradient of dtype t.
+// Partials in a bf16 row's even/odd layout only as bf16, where the pair store
+// interleaves them by packing.
+bool VectorReducible(bool even_odd, DType t) {
+  return t == DType::bf16 || (!even_odd && (t == DType::f16 || t == DType::f32));
+}
+
+// Columns per parallel item of the reduction: a multiple of every target's
+// pair of f32 vectors.
+constexpr std::int64_t kReduceColumns = 2048;
+
 // Sums the block partials in block order and writes the gradient in dtype t.
 // One block of in-order accumulators that already have the gradient's type
 // (f32 partials for an f32 gradient: a single term rounds to itself) is
-// copied; f32 partials are otherwise summed in vectors (ReduceBlocks32).
+// copied; f32 partials are otherwise summed in vectors (ReduceBlocks32), in
+// parallel over columns.
 // eo_lanes: see for_each_partial.
 template <class C>
 void reduce_blocks(const C* partials, std::int64_t blocks, std::int64_t stride, std::int64_t D,
@@ -429,7 +436,19 @@ void reduce_blocks(const C* partials, std::int64_t blocks, std::int64_t stride, 
     return;
   }
   if constexpr (std::is_same_v<C, float>) {
-    if (HWY_DYNAMIC_DISPATCH(ReduceBlocks32)(partials, blocks, stride, D, eo_lanes != 0, t, out)) return;
+    if (VectorReducible(eo_lanes != 0, t)) {
+      // Chunks of columns in parallel: each column is summed over the blocks
+      // in the same order whoever sums it. A chunk starts at a whole pair.
+      const std::int64_t chunks = (D + kReduceColumns - 1) / kReduceColumns;
+      const std::int64_t bytes = blocks * kReduceColumns * static_cast<std::int64_t>(sizeof(float));
+      parallel_items(chunks, bytes, [&](std::int64_t c) {
+        const std::int64_t j = c * kReduceColumns;
+        HWY_DYNAMIC_DISPATCH(ReduceBlocks32)(partials + j, blocks, stride, std::min(kReduceColumns, D - j),
+                                             eo_lanes != 0, t,
+                                             static_cast<std::byte*>(out) + j * static_cast<std::int64_t>(dtype_size(t)));
+      });
+      return;
+    }
   }
   double* sum = static_cast<double*>(scratch_buffer(static_cast<std::size_t>(D) * sizeof(double), 1));
   for_each_partial(partials, D, eo_lanes, [&](std::int64_t j, C v) { sum[j] = static_cast<double>(v); });

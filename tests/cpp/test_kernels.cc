@@ -20,6 +20,7 @@
 #include "cases.hpp"
 #include "cpu/introspect.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/scratch.hpp"
 #include "tolerance.hpp"
 
 namespace normkit::test {
@@ -743,10 +744,10 @@ TEST(KernelThreads, SmallCallsStayOnOneThread) {
   b.rows = 4096;
   EXPECT_EQ(detail::backward_threads(b), 8);
   // With parameter gradients, threads work on fixed row blocks of at least
-  // kMinRowsPerBlock rows: 16 rows are 2 blocks.
+  // kMinRowsPerBlock rows: twice that many rows are 2 blocks.
   float dw = 0;
   b.dweight = &dw;
-  b.rows = 16;
+  b.rows = 2 * detail::kMinRowsPerBlock;
   EXPECT_EQ(detail::backward_threads(b), 2);
   set_num_threads(0);
 }
