@@ -35,17 +35,18 @@ struct ParamBlocks {
 
 // At most this many blocks: enough to keep 64 threads busy.
 inline constexpr std::int64_t kMaxParamBlocks = 64;
-// At least this many rows per block, so the partial sums (2·D f32
-// accumulators per block, written once and read once by the reduction) stay
-// small next to the rows they summarise (3·D elements each). At 8 rows they
-// added a third to a bf16 backward's memory traffic: beyond cache on one
-// thread, bf16 LayerNorm backward at D = 8192 (512 rows, 64 blocks) ran at
-// 62-65% of the ceiling, at 74-76% with 32 rows per block (16 blocks); at
-// D = 65536 (64 rows) 63-64% against 72%. The price: a call with few rows
-// has few blocks to spread over threads (64 rows: 2 blocks).
-inline constexpr std::int64_t kMinRowsPerBlock = 32;
-// Upper bound on the partial-sum memory (unless a single block needs more).
-inline constexpr std::size_t kParamScratchBytes = std::size_t{16} << 20;
+// At least this many rows per block, so the partial sums (2·D accumulators
+// per block) stay small next to the rows they summarise.
+inline constexpr std::int64_t kMinRowsPerBlock = 8;
+// Upper bound on the partial-sum memory (unless a single block needs more):
+// the partials are written once and read once by the reduction, and they
+// must stay in the L2 of a core. At 16 MiB, 8-row blocks of a bf16 backward
+// at D = 8192 (64 blocks, 4 MiB of partials) added a third to its memory
+// traffic: beyond cache it ran at 62-65% of the ceiling on one thread and
+// 55% on two, and at 74-76% on either with 1 MiB (16 blocks of 32 rows);
+// at D = 65536 (64 rows) 58-64% against 69-72%. Small calls keep their
+// 8-row blocks, so they still spread over threads.
+inline constexpr std::size_t kParamScratchBytes = std::size_t{1} << 20;
 
 ParamBlocks param_blocks(std::int64_t rows, std::int64_t D_padded, std::size_t acc_bytes);
 

@@ -744,7 +744,7 @@ TEST(KernelThreads, SmallCallsStayOnOneThread) {
   b.rows = 4096;
   EXPECT_EQ(detail::backward_threads(b), 8);
   // With parameter gradients, threads work on fixed row blocks of at least
-  // kMinRowsPerBlock rows: twice that many rows are 2 blocks.
+  // kMinRowsPerBlock rows: twice that many are 2 blocks.
   float dw = 0;
   b.dweight = &dw;
   b.rows = 2 * detail::kMinRowsPerBlock;
