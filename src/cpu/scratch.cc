@@ -77,7 +77,8 @@ ParamBlocks param_blocks(std::int64_t rows, std::int64_t D_padded, std::size_t a
   const std::int64_t by_memory =
       std::max<std::int64_t>(1, static_cast<std::int64_t>(kParamScratchBytes) / block_bytes);
   const std::int64_t max_blocks = std::min(kMaxParamBlocks, by_memory);
-  std::int64_t per = std::max(kMinRowsPerBlock, (rows + max_blocks - 1) / max_blocks);
+  std::int64_t per = std::clamp((rows + kMinParamBlocks - 1) / kMinParamBlocks, kMinRowsPerBlock, kRowsPerBlock);
+  per = std::max(per, (rows + max_blocks - 1) / max_blocks);
   per = std::min(per, rows);
   return {(rows + per - 1) / per, per};
 }

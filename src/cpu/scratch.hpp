@@ -35,17 +35,22 @@ struct ParamBlocks {
 
 // At most this many blocks: enough to keep 64 threads busy.
 inline constexpr std::int64_t kMaxParamBlocks = 64;
-// At least this many rows per block, so the partial sums (2·D accumulators
-// per block) stay small next to the rows they summarise.
+// Rows per block. Each block costs 2·D partial sums, zeroed, accumulated,
+// written and read back by the reduction, so blocks should be large: at 8
+// rows, a bf16 backward in cache (85 × 768) took 21-22 µs, at 32 rows 19 µs.
+// But they are also the unit of work for threads. So a block has
+// kRowsPerBlock rows while that leaves at least kMinParamBlocks blocks,
+// fewer rows (down to kMinRowsPerBlock) for smaller calls, more where
+// kMaxParamBlocks or the memory bound would be exceeded.
+inline constexpr std::int64_t kRowsPerBlock = 32;
 inline constexpr std::int64_t kMinRowsPerBlock = 8;
+inline constexpr std::int64_t kMinParamBlocks = 4;
 // Upper bound on the partial-sum memory (unless a single block needs more):
-// the partials are written once and read once by the reduction, and they
-// must stay in the L2 of a core. At 16 MiB, 8-row blocks of a bf16 backward
-// at D = 8192 (64 blocks, 4 MiB of partials) added a third to its memory
-// traffic: beyond cache it ran at 62-65% of the ceiling on one thread and
-// 55% on two, and at 74-76% on either with 1 MiB (16 blocks of 32 rows);
-// at D = 65536 (64 rows) 58-64% against 69-72%. Small calls keep their
-// 8-row blocks, so they still spread over threads.
+// the partials must stay in the L2 of a core. At 16 MiB, 8-row blocks of a
+// bf16 backward at D = 8192 (64 blocks, 4 MiB of partials) added a third to
+// its memory traffic: beyond cache it ran at 62-65% of the ceiling on one
+// thread and 55% on two, and at 74-76% on either with 1 MiB (16 blocks of
+// 32 rows); at D = 65536 (64 rows) 58-64% against 69-72%.
 inline constexpr std::size_t kParamScratchBytes = std::size_t{1} << 20;
 
 ParamBlocks param_blocks(std::int64_t rows, std::int64_t D_padded, std::size_t acc_bytes);
