@@ -39,7 +39,7 @@ inline constexpr std::int64_t kMaxParamBlocks = 64;
 // written and read back by the reduction, so blocks should be large; but
 // they are also the unit of work for threads. A bf16 LayerNorm backward in
 // cache (85 × 768) took 21-22 µs on two threads with eleven 8-row blocks,
-// 19 µs with three 32-row blocks (split 2 + 1), and 15-16 µs with four
+// 19-20 µs with three 32-row blocks (split 2 + 1), 15-16 µs with four
 // 22-row blocks. So a block has
 // kRowsPerBlock rows while that leaves at least kMinParamBlocks blocks,
 // fewer rows (down to kMinRowsPerBlock) for smaller calls, more where
