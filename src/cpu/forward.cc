@@ -27,6 +27,10 @@
 
 #include "cpu/forward-inl.hpp"
 
+#if HWY_ONCE && HWY_ARCH_X86_64
+#include <cpuid.h>
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace normkit::detail::HWY_NAMESPACE {
 
@@ -90,6 +94,19 @@ void force_cpu_target(std::int64_t target) {
 }
 
 const char* active_cpu_target() { return HWY_DYNAMIC_DISPATCH(ActiveTargetName)(); }
+
+bool cpu_has_bf16_instructions() {
+#if HWY_ARCH_X86_64
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  // CPUID.(EAX=7, ECX=1):EAX bit 5 is AVX512_BF16. The kernels that use it
+  // run only where Highway chose AVX-512, which checked the OS saves zmm.
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) != 0;
+#else
+  return false;
+#endif
+}
+
+void use_bf16_instructions(bool on) { g_bf16_instructions = on && cpu_has_bf16_instructions(); }
 
 }  // namespace normkit::detail
 #endif  // HWY_ONCE

@@ -22,6 +22,17 @@ void force_cpu_target(std::int64_t target);
 // Name of the target the next kernel call dispatches to.
 const char* active_cpu_target();
 
+// AVX-512 BF16 (Cooper Lake, Sapphire Rapids, Zen 4 and later): the AVX-512
+// kernels round f32 to bf16 with its vcvtne2ps2bf16 instead of 7 integer
+// operations per vector (vec-inl.hpp, PackBf16Pair). Highway 1.0.3 has no
+// target that uses it. Outputs are bitwise identical either way.
+bool cpu_has_bf16_instructions();
+// Whether the AVX-512 kernels use them now: the CPU's answer by default;
+// tests switch it off to compare the two roundings. Process-wide; not for
+// concurrent use.
+inline bool g_bf16_instructions = cpu_has_bf16_instructions();
+void use_bf16_instructions(bool on);  // on takes effect only where the CPU has them
+
 // Threads cpu_forward / cpu_backward use for these arguments (the kernels
 // call the same functions).
 int forward_threads(const ForwardArgs& a);

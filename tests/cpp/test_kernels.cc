@@ -39,6 +39,16 @@ class ScopedTarget {
   ScopedTarget& operator=(const ScopedTarget&) = delete;
 };
 
+// Sets whether the AVX-512 kernels round to bf16 with the AVX-512 BF16
+// instruction (where the CPU has it) for the scope.
+class ScopedBf16Instructions {
+ public:
+  explicit ScopedBf16Instructions(bool on) { detail::use_bf16_instructions(on); }
+  ~ScopedBf16Instructions() { detail::use_bf16_instructions(true); }
+  ScopedBf16Instructions(const ScopedBf16Instructions&) = delete;
+  ScopedBf16Instructions& operator=(const ScopedBf16Instructions&) = delete;
+};
+
 class Kernels : public ::testing::TestWithParam<std::int64_t> {
  protected:
   void SetUp() override { detail::force_cpu_target(GetParam()); }
@@ -413,8 +423,10 @@ std::uint16_t bits16(const Buffer& b, std::int64_t j) {
 TEST_P(Kernels, DemotionRoundsToNearestEven) {
   const std::vector<std::uint32_t> bits = f32_patterns();
   const std::int64_t D = static_cast<std::int64_t>(bits.size());
-  for (DType t : {DType::f16, DType::bf16}) {
-    SCOPED_TRACE(std::string(dtype_name(t)));
+  for (auto [t, insn] : {std::pair{DType::f16, false}, std::pair{DType::bf16, false}, std::pair{DType::bf16, true}}) {
+    if (insn && !detail::cpu_has_bf16_instructions()) continue;
+    SCOPED_TRACE(std::string(dtype_name(t)) + (insn ? " with the AVX-512 BF16 instruction" : ""));
+    const ScopedBf16Instructions scope(insn);
     Buffer x(t, 2, D), bias(DType::f32, 1, D), y(t, 2, D);
     for (std::int64_t j = 0; j < D; ++j) {
       x.set(0, j, 1.0);
@@ -698,6 +710,62 @@ TEST_P(Kernels, BitwiseAcrossThreadCounts) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTargets, Kernels, ::testing::ValuesIn(detail::cpu_targets()), target_test_name);
+
+// On the AVX-512 target, the AVX-512 BF16 rounding (vec-inl.hpp, PackBf16Pair) gives every bf16
+// output bit for bit as the integer rounding: forward, fused h, dx, dweight
+// and dbias, with exact zeros and subnormals among the outputs (the
+// instruction flushes subnormals; those pairs must fall back).
+TEST(KernelBf16, InstructionsRoundAsTheIntegerCode) {
+  if (!detail::cpu_has_bf16_instructions()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  ASSERT_STREQ(detail::active_cpu_target(), "AVX3");
+  std::mt19937_64 rng(11);
+  const std::vector<std::pair<Case, DType>> cases = {
+      {{Op::layer, DType::bf16, DType::f32, Affine::both}, DType::f32},
+      {{Op::layer, DType::bf16, DType::bf16, Affine::both}, DType::bf16},
+      {{Op::rms, DType::bf16, DType::bf16, Affine::offset}, DType::bf16}};
+  const float subnormal = std::bit_cast<float>(0x00012345u);
+  for (const auto& [c, res] : cases) {
+    for (std::int64_t D : {std::int64_t{4097}, std::int64_t{768}, std::int64_t{37}}) {
+      SCOPED_TRACE(name_of(c) + " res=" + std::string(dtype_name(res)) + " D=" + std::to_string(D));
+      const std::int64_t rows = 70;
+      Buffer x(c.x, rows, D), dy(c.x, rows, D), residual(res, rows, D);
+      fill_normal(x, rng, 0.5, 2.0);
+      fill_normal(dy, rng);
+      fill_normal(residual, rng);
+      for (std::int64_t r = 0; r < rows; r += 3) {
+        const std::int64_t j = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(D));
+        residual.set(r, j, -x.get(r, j));  // h = 0 exactly
+        x.set(r, (j + 1) % D, 0.0);
+        residual.set(r, (j + 1) % D, subnormal);  // h subnormal
+        dy.set(r, (j + 2) % D, 0.0);
+      }
+      Params p = make_params(c, D, rng);
+      if (p.has_bias) {  // y = x̂·0 + bias: a subnormal and a zero output per row
+        p.weight.set(0, 1, 0.0);
+        p.bias.set(0, 1, subnormal);
+        p.weight.set(0, 2, 0.0);
+        p.bias.set(0, 2, 0.0);
+      }
+      std::vector<unsigned char> with_insn;
+      for (bool insn : {true, false}) {
+        const ScopedBf16Instructions scope(insn);
+        Buffer xc = x, rc = residual, dh_out = residual;
+        const ForwardRun f = run_forward(c, res, xc, &rc, p, 1e-5, false);
+        const BackwardRun b = run_backward(c, f.h, dy, &dh_out, p, 1e-5, false);
+        const BackwardRun plain = run_backward(c, x, dy, nullptr, p, 1e-5, false);
+        std::vector<unsigned char> all;
+        for (const Buffer* o : {&f.h, &f.y, &f.mean, &f.rstd, &b.dx, &b.dweight, &b.dbias, &plain.dx,
+                                &plain.dweight, &plain.dbias})
+          all.insert(all.end(), o->bytes().begin(), o->bytes().end());
+        if (insn) {
+          with_insn = all;
+        } else {
+          EXPECT_TRUE(all == with_insn);
+        }
+      }
+    }
+  }
+}
 
 TEST(KernelTargets, BestTargetOfThisCpuIsCompiledIn) {
   const std::vector<std::int64_t> targets = detail::cpu_targets();
