@@ -102,29 +102,31 @@ void forward(const ForwardCall& c) {
                {{"y", "x"}, {"h", "x"}, {"h", "residual"}});
   if (rows == 0) return;
 
-  detail::ForwardArgs a;
-  a.kind = c.kind;
-  a.rows = rows;
-  a.D = D;
-  a.x = c.x.data;
-  a.x_stride = c.x.row_stride;
-  if (c.fused) {
-    a.residual = c.residual.data;
-    a.residual_stride = c.residual.row_stride;
-    a.h = c.h.data;
-    a.h_stride = c.h.row_stride;
-  }
-  a.y = c.y.data;
-  a.y_stride = c.y.row_stride;
-  a.weight = c.weight.data;
-  a.bias = c.bias.data;
-  a.weight_offset = c.weight_offset;
-  a.eps = c.eps;
-  a.mean = c.mean.data;
-  a.rstd = c.rstd.data;
-  a.x_dtype = x.dtype;
-  a.res_dtype = c.fused ? residual.dtype : x.dtype;
-  a.w_dtype = first_dtype({weight, bias}, x.dtype);
+  // Every field named, so each is written once: a struct filled field by
+  // field after `ForwardArgs a;` was zeroed first with `rep stos` (~10 ns of
+  // a one-row call).
+  const detail::ForwardArgs a{
+      .kind = c.kind,
+      .rows = rows,
+      .D = D,
+      .x = c.x.data,
+      .x_stride = c.x.row_stride,
+      .residual = c.fused ? c.residual.data : nullptr,
+      .residual_stride = c.fused ? c.residual.row_stride : 0,
+      .h = c.fused ? c.h.data : nullptr,
+      .h_stride = c.fused ? c.h.row_stride : 0,
+      .y = c.y.data,
+      .y_stride = c.y.row_stride,
+      .weight = c.weight.data,
+      .bias = c.bias.data,
+      .weight_offset = c.weight_offset,
+      .eps = c.eps,
+      .mean = c.mean.data,
+      .rstd = c.rstd.data,
+      .x_dtype = x.dtype,
+      .res_dtype = c.fused ? residual.dtype : x.dtype,
+      .w_dtype = first_dtype({weight, bias}, x.dtype),
+  };
   detail::cpu_forward(a);
 }
 
@@ -198,29 +200,28 @@ void backward(const BackwardCall& c) {
     return;
   }
 
-  detail::BackwardArgs a;
-  a.kind = c.kind;
-  a.rows = rows;
-  a.D = D;
-  a.dy = c.dy.data;
-  a.dy_stride = c.dy.row_stride;
-  a.xin = c.xin.data;
-  a.xin_stride = c.xin.row_stride;
-  if (dh_out.present) {
-    a.dh_out = c.dh_out.data;
-    a.dh_out_stride = c.dh_out.row_stride;
-  }
-  a.mean = c.mean.data;
-  a.rstd = c.rstd.data;
-  a.weight = c.weight.data;
-  a.weight_offset = c.weight_offset;
-  a.dx = c.dx.data;
-  a.dx_stride = c.dx.row_stride;
-  a.dweight = c.dweight.data;
-  a.dbias = c.dbias.data;
-  a.dy_dtype = dy.dtype;
-  a.xin_dtype = xin.dtype;
-  a.w_dtype = first_dtype({weight, dweight, dbias}, dy.dtype);
+  const detail::BackwardArgs a{
+      .kind = c.kind,
+      .rows = rows,
+      .D = D,
+      .dy = c.dy.data,
+      .dy_stride = c.dy.row_stride,
+      .xin = c.xin.data,
+      .xin_stride = c.xin.row_stride,
+      .dh_out = dh_out.present ? c.dh_out.data : nullptr,
+      .dh_out_stride = dh_out.present ? c.dh_out.row_stride : 0,
+      .mean = c.mean.data,
+      .rstd = c.rstd.data,
+      .weight = c.weight.data,
+      .weight_offset = c.weight_offset,
+      .dx = c.dx.data,
+      .dx_stride = c.dx.row_stride,
+      .dweight = c.dweight.data,
+      .dbias = c.dbias.data,
+      .dy_dtype = dy.dtype,
+      .xin_dtype = xin.dtype,
+      .w_dtype = first_dtype({weight, dweight, dbias}, dy.dtype),
+  };
   detail::cpu_backward(a);
 }
 

@@ -1,6 +1,7 @@
 #include "dispatch/validate.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -48,6 +49,8 @@ std::string dtype_list(std::initializer_list<DType> ts) {
   return s;
 }
 
+bool has_bytes(const Arg& a) { return a.present && a.rows > 0 && a.cols > 0; }
+
 // Byte offsets, relative to `a`'s start, of the rows of a strided view.
 struct Span {
   std::intptr_t begin;       // first byte
@@ -55,9 +58,12 @@ struct Span {
   std::int64_t rows;
   std::intptr_t stride;      // bytes between rows
   std::intptr_t width;       // bytes in a row
+
+  bool empty() const { return end == begin; }
 };
 
 Span span_of(const Arg& a) {
+  if (!has_bytes(a)) return {0, 0, 0, 0, 0};
   const auto es = static_cast<std::intptr_t>(dtype_size(a.dtype));
   const auto begin = reinterpret_cast<std::intptr_t>(a.data);
   const std::intptr_t stride = static_cast<std::intptr_t>(a.row_stride) * es;
@@ -71,8 +77,7 @@ std::intptr_t floor_div(std::intptr_t a, std::intptr_t b) {
 
 // Do two strided views share a byte? Exact for equal strides (the in-place
 // and interleaved-rows cases); otherwise the conservative interval test.
-bool overlaps(const Arg& a, const Arg& b) {
-  const Span sa = span_of(a), sb = span_of(b);
+bool overlaps(const Span& sa, const Span& sb) {
   if (sa.end <= sb.begin || sb.end <= sa.begin) return false;
   if (sa.stride != sb.stride || sa.rows == 1 || sb.rows == 1 || sa.stride == 0) return true;
   // Row r of a meets row s of b iff, with k = r − s and d = b − a,
@@ -88,23 +93,10 @@ bool identical(const Arg& a, const Arg& b) {
          a.rows == b.rows && a.cols == b.cols;
 }
 
-bool has_bytes(const Arg& a) { return a.present && a.rows > 0 && a.cols > 0; }
 
 }  // namespace
 
-Arg Arg::of(std::string_view name, ConstMatrix m) {
-  // A default-constructed view (null data, no rows) is an absent optional.
-  const bool present = m.data != nullptr || m.rows != 0 || m.cols != 0;
-  return {name, m.data, m.dtype, m.rows, m.cols, m.row_stride, m.device, present};
-}
-
-Arg Arg::of(std::string_view name, ConstVector v) {
-  const bool present = v.data != nullptr || v.size != 0;
-  return {name, v.data, v.dtype, 1, v.size, v.size, v.device, present};
-}
-
-void Validator::structure(const Arg& a) const {
-  if (!a.present) return;
+void Validator::bad_structure(const Arg& a) const {
   if (a.device != Device::cpu)
     fail(fn_, a.name, "is on device " + std::string(device_name(a.device)) +
                           ", expected cpu (this build has no CUDA backend)");
@@ -112,41 +104,28 @@ void Validator::structure(const Arg& a) const {
     fail(fn_, a.name, "has negative shape (" + num(a.rows) + ", " + num(a.cols) + ")");
   if (a.data == nullptr && a.rows > 0 && a.cols > 0)
     fail(fn_, a.name, "has a null data pointer but " + elements(a.rows, a.cols) + " elements");
-  if (a.rows > 1 && a.row_stride < a.cols)
-    fail(fn_, a.name, "has row_stride " + num(a.row_stride) + ", expected >= D = " + num(a.cols));
+  fail(fn_, a.name, "has row_stride " + num(a.row_stride) + ", expected >= D = " + num(a.cols));
 }
 
-void Validator::required(const Arg& a) const {
-  if (!a.present) fail(fn_, a.name, "is missing, expected a tensor");
+void Validator::missing(const Arg& a) const { fail(fn_, a.name, "is missing, expected a tensor"); }
+
+void Validator::bad_matrix_shape(const Arg& a, std::int64_t rows, std::int64_t D, std::string_view shape_of) const {
+  fail(fn_, a.name, "has shape (" + num(a.rows) + ", " + num(a.cols) + "), expected (" + num(rows) + ", " +
+                        num(D) + ") like " + std::string(shape_of));
 }
 
-void Validator::matrix(const Arg& a, std::int64_t rows, std::int64_t D,
-                       std::string_view shape_of) const {
-  required(a);
-  structure(a);
-  if (a.rows != rows || a.cols != D)
-    fail(fn_, a.name, "has shape (" + num(a.rows) + ", " + num(a.cols) + "), expected (" + num(rows) +
-                          ", " + num(D) + ") like " + std::string(shape_of));
+void Validator::bad_vector_size(const Arg& a, std::int64_t n, std::string_view n_name) const {
+  fail(fn_, a.name, "has " + num(a.cols) + " elements, expected " + std::string(n_name) + " = " + num(n));
 }
 
-void Validator::vector(const Arg& a, std::int64_t n, std::string_view n_name) const {
-  if (!a.present) return;
-  structure(a);
-  if (a.cols != n)
-    fail(fn_, a.name, "has " + num(a.cols) + " elements, expected " + std::string(n_name) + " = " + num(n));
+void Validator::bad_dtype(const Arg& a, std::initializer_list<DType> allowed, std::string_view why) const {
+  fail_dtype(fn_, a.name, "has dtype " + std::string(dtype_name(a.dtype)) + ", expected " + dtype_list(allowed) +
+                              " " + std::string(why));
 }
 
-void Validator::dtype_in(const Arg& a, std::initializer_list<DType> allowed, std::string_view why) const {
-  if (!a.present) return;
-  if (std::find(allowed.begin(), allowed.end(), a.dtype) == allowed.end())
-    fail_dtype(fn_, a.name, "has dtype " + std::string(dtype_name(a.dtype)) + ", expected " +
-                          dtype_list(allowed) + " " + std::string(why));
-}
-
-void Validator::same_dtype(const Arg& a, const Arg& b) const {
-  if (!a.present || !b.present || a.dtype == b.dtype) return;
+void Validator::different_dtypes(const Arg& a, const Arg& b) const {
   fail_dtype(fn_, a.name, "has dtype " + std::string(dtype_name(a.dtype)) + ", expected " +
-                        std::string(dtype_name(b.dtype)) + " (the dtype of " + std::string(b.name) + ")");
+                              std::string(dtype_name(b.dtype)) + " (the dtype of " + std::string(b.name) + ")");
 }
 
 namespace {
@@ -156,46 +135,50 @@ std::string sci(double v) {
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
-
-// Scalars enter the arithmetic of the activations' dtype: f32 unless x is f64.
-double largest_in_arithmetic(DType x) {
-  return x == DType::f64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
-}
 }  // namespace
 
-void Validator::eps(double eps, DType x) const {
-  if (!std::isfinite(eps) || eps < 0 || eps > largest_in_arithmetic(x))
-    fail(fn_, "eps", "is " + sci(eps) + ", expected a finite value >= 0 (at most " + sci(largest_in_arithmetic(x)) +
-                         ", the largest " + (x == DType::f64 ? "f64" : "f32") + " value)");
+void Validator::bad_eps(double eps, DType x) const {
+  fail(fn_, "eps", "is " + sci(eps) + ", expected a finite value >= 0 (at most " + sci(largest_in_arithmetic(x)) +
+                       ", the largest " + (x == DType::f64 ? "f64" : "f32") + " value)");
 }
 
-void Validator::weight_offset(double offset, const Arg& weight, DType x) const {
+void Validator::bad_weight_offset(double offset, DType x) const {
   if (!std::isfinite(offset) || std::abs(offset) > largest_in_arithmetic(x))
     fail(fn_, "weight_offset", "is " + sci(offset) + ", expected a finite value (|offset| at most " +
                                    sci(largest_in_arithmetic(x)) + ")");
-  if (offset != 0.0 && !weight.present)
-    fail(fn_, "weight_offset", "is " + sci(offset) + " but weight is absent, expected a weight to offset");
+  // The only other way to get here: a non-zero offset without a weight.
+  fail(fn_, "weight_offset", "is " + sci(offset) + " but weight is absent, expected a weight to offset");
 }
 
-void Validator::nonempty_width(std::int64_t rows, std::int64_t D) const {
-  if (rows > 0 && D == 0)
-    fail(fn_, "x", "has D = 0 with " + num(rows) + " rows, expected D >= 1 (a norm over no features has no mean)");
+void Validator::empty_width(std::int64_t rows) const {
+  fail(fn_, "x", "has D = 0 with " + num(rows) + " rows, expected D >= 1 (a norm over no features has no mean)");
 }
 
 void Validator::no_overlap(std::initializer_list<Arg> outputs, std::initializer_list<Arg> inputs,
                            std::initializer_list<InPlace> allowed) const {
-  for (auto o = outputs.begin(); o != outputs.end(); ++o) {
-    if (!has_bytes(*o)) continue;
-    for (auto p = o + 1; p != outputs.end(); ++p)
-      if (has_bytes(*p) && overlaps(*o, *p))
-        fail(fn_, o->name, "overlaps output " + std::string(p->name) + ", expected separate memory");
-    for (const Arg& in : inputs) {
-      if (!has_bytes(in) || !overlaps(*o, in)) continue;
+  // Each argument's span once; an argument without bytes has an empty one,
+  // which overlaps nothing. A call passes up to 4 outputs and 6 inputs; the
+  // arrays are left uninitialised beyond them (zeroing them cost more than
+  // the checks for a one-row call).
+  constexpr std::size_t kMax = 8;
+  assert(outputs.size() <= kMax && inputs.size() <= kMax);
+  Span out_spans[kMax], in_spans[kMax];
+  std::transform(outputs.begin(), outputs.end(), out_spans, span_of);
+  std::transform(inputs.begin(), inputs.end(), in_spans, span_of);
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (out_spans[i].empty()) continue;
+    const Arg& o = outputs.begin()[i];
+    for (std::size_t k = i + 1; k < outputs.size(); ++k)
+      if (overlaps(out_spans[i], out_spans[k]))
+        fail(fn_, o.name, "overlaps output " + std::string(outputs.begin()[k].name) + ", expected separate memory");
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      if (!overlaps(out_spans[i], in_spans[k])) continue;
+      const Arg& in = inputs.begin()[k];
       const bool may_alias = std::any_of(allowed.begin(), allowed.end(), [&](const InPlace& ip) {
-        return ip.output == o->name && ip.input == in.name;
+        return ip.output == o.name && ip.input == in.name;
       });
-      if (may_alias && identical(*o, in)) continue;
-      fail(fn_, o->name,
+      if (may_alias && identical(o, in)) continue;
+      fail(fn_, o.name,
            "overlaps input " + std::string(in.name) +
                (may_alias ? ", expected either separate memory or exactly the same view (in-place)"
                           : ", expected separate memory"));

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <string_view>
 
 #include "normkit/tensor.hpp"
@@ -27,32 +28,72 @@ struct Arg {
   Device device = Device::cpu;
   bool present = false;
 
-  static Arg of(std::string_view name, ConstMatrix m);
-  static Arg of(std::string_view name, ConstVector v);
+  // A default-constructed view (null data, no rows) is an absent optional.
+  static Arg of(std::string_view name, ConstMatrix m) {
+    const bool present = m.data != nullptr || m.rows != 0 || m.cols != 0;
+    return {name, m.data, m.dtype, m.rows, m.cols, m.row_stride, m.device, present};
+  }
+  static Arg of(std::string_view name, ConstVector v) {
+    const bool present = v.data != nullptr || v.size != 0;
+    return {name, v.data, v.dtype, 1, v.size, v.size, v.device, present};
+  }
 };
 
+// The checks are inline tests that a valid call passes in a few
+// instructions: for a single row they are most of a call's fixed cost. Each
+// failure goes to an out-of-line function that finds what is wrong and
+// throws.
 class Validator {
  public:
   explicit Validator(std::string_view fn) : fn_(fn) {}
 
   // Structural checks of one view: device, non-negative sizes, no null data
   // with a non-zero size, row_stride >= D.
-  void structure(const Arg& a) const;
+  void structure(const Arg& a) const {
+    if (a.present && (a.device != Device::cpu || a.rows < 0 || a.cols < 0 ||
+                      (a.data == nullptr && a.rows > 0 && a.cols > 0) || (a.rows > 1 && a.row_stride < a.cols)))
+      bad_structure(a);
+  }
 
   // A required (rows, D) matrix of the given shape.
-  void matrix(const Arg& a, std::int64_t rows, std::int64_t D, std::string_view shape_of) const;
+  void matrix(const Arg& a, std::int64_t rows, std::int64_t D, std::string_view shape_of) const {
+    required(a);
+    structure(a);
+    if (a.rows != rows || a.cols != D) bad_matrix_shape(a, rows, D, shape_of);
+  }
   // A required or optional (n) vector.
-  void vector(const Arg& a, std::int64_t n, std::string_view n_name) const;
-  void required(const Arg& a) const;
+  void vector(const Arg& a, std::int64_t n, std::string_view n_name) const {
+    if (!a.present) return;
+    structure(a);
+    if (a.cols != n) bad_vector_size(a, n, n_name);
+  }
+  void required(const Arg& a) const {
+    if (!a.present) missing(a);
+  }
 
-  void dtype_in(const Arg& a, std::initializer_list<DType> allowed, std::string_view why) const;
-  void same_dtype(const Arg& a, const Arg& b) const;
+  void dtype_in(const Arg& a, std::initializer_list<DType> allowed, std::string_view why) const {
+    if (!a.present) return;
+    for (DType t : allowed)
+      if (a.dtype == t) return;
+    bad_dtype(a, allowed, why);
+  }
+  void same_dtype(const Arg& a, const Arg& b) const {
+    if (a.present && b.present && a.dtype != b.dtype) different_dtypes(a, b);
+  }
 
   // eps and weight_offset must be finite and fit the arithmetic of x's
   // dtype (f32 unless x is f64), or they would turn into Inf there.
-  void eps(double eps, DType x) const;
-  void weight_offset(double offset, const Arg& weight, DType x) const;
-  void nonempty_width(std::int64_t rows, std::int64_t D) const;
+  void eps(double eps, DType x) const {
+    if (!(eps >= 0 && eps <= largest_in_arithmetic(x))) bad_eps(eps, x);  // NaN fails too
+  }
+  void weight_offset(double offset, const Arg& weight, DType x) const {
+    if (!(offset >= -largest_in_arithmetic(x) && offset <= largest_in_arithmetic(x)) ||
+        (offset != 0.0 && !weight.present))
+      bad_weight_offset(offset, x);
+  }
+  void nonempty_width(std::int64_t rows, std::int64_t D) const {
+    if (rows > 0 && D == 0) empty_width(rows);
+  }
 
   // Outputs must not overlap each other at all, and may overlap an input
   // only exactly (same pointer, stride and dtype) when that pair is listed
@@ -64,6 +105,22 @@ class Validator {
                   std::initializer_list<InPlace> allowed) const;
 
  private:
+  // Scalars enter the arithmetic of the activations' dtype: f32 unless x is f64.
+  static constexpr double largest_in_arithmetic(DType x) {
+    return x == DType::f64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
+  }
+
+  [[noreturn]] void bad_structure(const Arg& a) const;
+  [[noreturn]] void bad_matrix_shape(const Arg& a, std::int64_t rows, std::int64_t D,
+                                     std::string_view shape_of) const;
+  [[noreturn]] void bad_vector_size(const Arg& a, std::int64_t n, std::string_view n_name) const;
+  [[noreturn]] void missing(const Arg& a) const;
+  [[noreturn]] void bad_dtype(const Arg& a, std::initializer_list<DType> allowed, std::string_view why) const;
+  [[noreturn]] void different_dtypes(const Arg& a, const Arg& b) const;
+  [[noreturn]] void bad_eps(double eps, DType x) const;
+  [[noreturn]] void bad_weight_offset(double offset, DType x) const;
+  [[noreturn]] void empty_width(std::int64_t rows) const;
+
   std::string_view fn_;
 };
 
