@@ -84,12 +84,15 @@ struct XhatMap {
 // four independent FMA/add chains, enough to cover the 4-cycle FMA latency.
 // kParams: also accumulate dy·x̂ into pdw and dy into pdb, in the pair
 // layout (so a bf16 row's partials are in even/odd order within each pair;
-// reduce_blocks puts them back) and padded to a whole number of pairs.
+// reduce_blocks puts them back) and padded to a whole number of pairs. The
+// first row of a block (`first`) starts them: it adds to zero instead of to
+// what pdw and pdb hold, so they need no clearing (+0 as the start keeps
+// the sign of zero sums as before).
 template <bool kParams, bool kEO, class DC, class TD, class TI, class TW>
 HWY_INLINE void ChunkA(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
                        std::size_t n, const XhatMap<DC>& xhat_of, hn::Vec<DC> Off,
-                       hn::TFromD<DC>* HWY_RESTRICT pdw, hn::TFromD<DC>* HWY_RESTRICT pdb, RowSums& sums,
-                       NextRows& next) {
+                       hn::TFromD<DC>* HWY_RESTRICT pdw, hn::TFromD<DC>* HWY_RESTRICT pdb, bool first,
+                       RowSums& sums, NextRows& next) {
   const std::size_t N = hn::Lanes(dc);
   const std::size_t P = 2 * N;
   auto g0 = hn::Zero(dc), g1 = hn::Zero(dc), gx0 = hn::Zero(dc), gx1 = hn::Zero(dc);
@@ -99,8 +102,11 @@ HWY_INLINE void ChunkA(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT 
     gacc = hn::Add(gacc, g);
     gxacc = hn::MulAdd(g, xhat, gxacc);
     if constexpr (kParams) {
-      hn::Store(hn::MulAdd(dyv, xhat, hn::Load(dc, pdw + j)), dc, pdw + j);
-      hn::Store(hn::Add(dyv, hn::Load(dc, pdb + j)), dc, pdb + j);
+      // Unaligned: pdw and pdb may be the caller's dweight and dbias.
+      const auto dw0 = first ? hn::Zero(dc) : hn::LoadU(dc, pdw + j);
+      const auto db0 = first ? hn::Zero(dc) : hn::LoadU(dc, pdb + j);
+      hn::StoreU(hn::MulAdd(dyv, xhat, dw0), dc, pdw + j);
+      hn::StoreU(hn::Add(dyv, db0), dc, pdb + j);
     }
   };
   std::size_t i = 0;
@@ -175,7 +181,8 @@ HWY_INLINE void RowB(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w,
 // Rows [begin, end) with storage types TD (dy), TI (xin, dh_out, dx), TW
 // (weight as read: the stored dtype, or Arranged, already holding
 // weight + offset) and compute type C. pdw/pdb: this row block's partial
-// sums (zeroed here), or null when no parameter gradient is wanted.
+// sums (started by its first row), or null when no parameter gradient is
+// wanted.
 template <bool kParams, class C, class TD, class TI, class TW>
 void BackwardRowsP(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream,
                    const TW* w, double offset) {
@@ -186,11 +193,6 @@ void BackwardRowsP(const BackwardArgs& a, std::int64_t begin, std::int64_t end, 
   const C* rstd = static_cast<const C*>(a.rstd);
   const auto Off = hn::Set(dc, static_cast<C>(offset));
   constexpr bool kEO = kEvenOdd<TI>;  // dx is bf16 (and then so is dy)
-  if constexpr (kParams) {
-    const std::size_t padded = hwy::RoundUpTo(D, 2 * hn::Lanes(dc));
-    std::fill(pdw, pdw + padded, C{0});
-    std::fill(pdb, pdb + padded, C{0});
-  }
   NextRows next;
   for (std::int64_t row = begin; row < end; ++row) {
     const TD* dy = RowPtr<TD>(a.dy, a.dy_stride, row);
@@ -203,7 +205,8 @@ void BackwardRowsP(const BackwardArgs& a, std::int64_t begin, std::int64_t end, 
     RowSums sums;
     for (std::size_t off = 0; off < D; off += kChunk)
       ChunkA<kParams, kEO>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
-                           kParams ? pdw + off : nullptr, kParams ? pdb + off : nullptr, sums, next);
+                           kParams ? pdw + off : nullptr, kParams ? pdb + off : nullptr, row == begin, sums,
+                           next);
     const auto MG = hn::Set(dc, mean ? static_cast<C>(sums.g / Dd) : C{0});
     const auto MGX = hn::Set(dc, static_cast<C>(sums.gx / Dd));
     if (a.dh_out)
@@ -494,9 +497,22 @@ void cpu_backward(const BackwardArgs& args) {
   const std::int64_t stride = padded_width(a);
   assert(static_cast<std::size_t>(stride) % (2 * HWY_DYNAMIC_DISPATCH(ComputeLanes)(a.dy_dtype)) == 0);
   const ParamBlocks pb = param_blocks(a.rows, stride, acc_bytes(a));
+  const std::int64_t eo = even_odd_lanes(a);
   const std::size_t bytes = static_cast<std::size_t>(pb.count * 2 * stride) * acc_bytes(a);
   std::byte* partials = static_cast<std::byte*>(scratch_buffer(bytes, 0));
   const std::size_t block_bytes = static_cast<std::size_t>(2 * stride) * acc_bytes(a);
+
+  // A single block whose partial rows already are the gradients (their
+  // dtype, in order, no padding: D a multiple of the widest pair): the
+  // kernel writes dweight and dbias in place of the partials. This is the
+  // small call, a decode step above all, where reducing would copy both.
+  const DType acc_dtype = a.dy_dtype == DType::f64 ? DType::f64 : DType::f32;
+  if (pb.count == 1 && eo == 0 && stride == a.D && a.w_dtype == acc_dtype) {
+    void* pdw = a.dweight ? a.dweight : partials;
+    void* pdb = a.dbias ? a.dbias : partials + block_bytes / 2;
+    HWY_DYNAMIC_DISPATCH(BackwardRange)(a, 0, a.rows, pdw, pdb, stream);
+    return;
+  }
 
   parallel_items(pb.count, row_bytes * pb.rows_per_block, [&](std::int64_t block) {
     const std::int64_t begin = block * pb.rows_per_block;
@@ -508,7 +524,6 @@ void cpu_backward(const BackwardArgs& args) {
 
   // dweight rows sit at even multiples of `stride`, dbias rows at odd ones.
   const std::int64_t block_stride = 2 * stride;
-  const std::int64_t eo = even_odd_lanes(a);
   if (a.dy_dtype == DType::f64) {
     const double* p = reinterpret_cast<const double*>(partials);
     if (a.dweight) reduce_blocks(p, pb.count, block_stride, a.D, eo, a.w_dtype, a.dweight);

@@ -200,6 +200,7 @@ TEST_P(Kernels, ForwardEveryDtypeAndWidth) {
 
 struct BackwardRun {
   Buffer dx, dweight, dbias;
+  Buffer mean, rstd;  // the statistics it used
 };
 
 // Backward of one case on this target, with the statistics from this
@@ -224,7 +225,7 @@ BackwardRun run_backward(const Case& c, const Buffer& xin, const Buffer& dy_in, 
 
   Buffer dy = dy_in;
   Buffer dh_out = dh_out_in ? *dh_out_in : Buffer();
-  BackwardRun out{Buffer(), Buffer(c.w, 1, D), Buffer(c.w, 1, D)};
+  BackwardRun out{Buffer(), Buffer(c.w, 1, D), Buffer(c.w, 1, D), f.mean, f.rstd};
   BackwardArgs a;
   a.kind = kind_of(c.op);
   a.rows = rows;
@@ -660,6 +661,83 @@ TEST_P(Kernels, NonFiniteRowsStayInTheirRow) {
         for (std::int64_t r : {0, 2})
           for (std::int64_t j = 0; j < D; ++j) EXPECT_TRUE(std::isfinite(run.y.get(r, j))) << "row " << r;
       }
+    }
+  }
+}
+
+// A call of one parameter-gradient block whose partial rows are the
+// gradients (f32 or f64 gradients of x's compute type, D a multiple of 32)
+// has the kernel write dweight and dbias directly, at whatever alignment
+// the caller gives. They must be bit for bit what the block reduction makes
+// of the same rows: here the rows padded with rows of dy = 0 to a call of
+// several blocks.
+TEST_P(Kernels, SingleBlockGradientsMatchTheReduction) {
+  std::mt19937_64 rng(12);
+  for (const Case& c : {Case{Op::layer, DType::f32, DType::f32, Affine::both},
+                        Case{Op::rms, DType::f32, DType::f32, Affine::offset},
+                        Case{Op::layer, DType::f64, DType::f64, Affine::weight}}) {
+    for (std::int64_t D : {std::int64_t{64}, std::int64_t{4096}}) {
+      SCOPED_TRACE(name_of(c) + " D=" + std::to_string(D));
+      const std::int64_t rows = 3, padded_rows = 40;
+      Buffer x(c.x, padded_rows, D), dy(c.x, padded_rows, D);
+      fill_normal(x, rng, 0.5, 2.0);
+      fill_normal(dy, rng);
+      for (std::int64_t r = rows; r < padded_rows; ++r)
+        for (std::int64_t j = 0; j < D; ++j) dy.set(r, j, 0.0);
+      const Params p = make_params(c, D, rng);
+      const BackwardRun padded = run_backward(c, x, dy, nullptr, p, 1e-5, false);
+
+      // The first rows alone, gradients one element past an aligned address.
+      Buffer x3(c.x, rows, D), dy3(c.x, rows, D), dx3(c.x, rows, D);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = 0; j < D; ++j) {
+          x3.set(r, j, x.get(r, j));
+          dy3.set(r, j, dy.get(r, j));
+        }
+      Buffer mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        mean.set(0, r, padded.mean.get(0, r));
+        rstd.set(0, r, padded.rstd.get(0, r));
+      }
+      Buffer grads(c.w, 1, 2 * D + 3);  // dweight at element 1, dbias at D + 2
+      BackwardArgs a;
+      a.kind = kind_of(c.op);
+      a.rows = rows;
+      a.D = D;
+      a.dy = dy3.data();
+      a.dy_stride = D;
+      a.xin = x3.data();
+      a.xin_stride = D;
+      a.mean = c.op == Op::layer ? mean.data() : nullptr;
+      a.rstd = rstd.data();
+      a.weight = p.has_weight ? p.weight.data() : nullptr;
+      a.weight_offset = p.offset;
+      a.dx = dx3.data();
+      a.dx_stride = D;
+      const std::size_t es = dtype_size(c.w);
+      a.dweight = static_cast<unsigned char*>(grads.data()) + es;
+      a.dbias = c.op == Op::layer ? static_cast<unsigned char*>(grads.data()) + (D + 2) * es : nullptr;
+      a.dy_dtype = c.x;
+      a.xin_dtype = c.x;
+      a.w_dtype = c.w;
+      detail::cpu_backward(a);
+      for (std::int64_t j = 0; j < D; ++j) {
+        ASSERT_EQ(std::bit_cast<std::uint64_t>(grads.get(0, 1 + j)),
+                  std::bit_cast<std::uint64_t>(padded.dweight.get(0, j)))
+            << "dweight " << j;
+        if (c.op == Op::layer) {
+          ASSERT_EQ(std::bit_cast<std::uint64_t>(grads.get(0, D + 2 + j)),
+                    std::bit_cast<std::uint64_t>(padded.dbias.get(0, j)))
+              << "dbias " << j;
+        }
+      }
+      EXPECT_EQ(grads.get(0, 0), Buffer::kSentinel);  // nothing written around them
+      EXPECT_EQ(grads.get(0, D + 1), Buffer::kSentinel);
+      if (c.op == Op::rms) {
+        EXPECT_EQ(grads.get(0, D + 2), Buffer::kSentinel);
+      }
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = 0; j < D; ++j) ASSERT_EQ(dx3.get(r, j), padded.dx.get(r, j)) << r << ", " << j;
     }
   }
 }
