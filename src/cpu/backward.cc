@@ -328,7 +328,9 @@ void ReduceBlocks32(const float* p, std::int64_t blocks, std::int64_t stride, st
     case DType::f16:
       return ReduceBlocksT<false>(p, nb, st, n, static_cast<hwy::float16_t*>(out));
     case DType::f32:
-      return ReduceBlocksT<false>(p, nb, st, n, static_cast<float*>(out));
+      if (even_odd) ReduceBlocksT<true>(p, nb, st, n, static_cast<float*>(out));
+      else ReduceBlocksT<false>(p, nb, st, n, static_cast<float*>(out));
+      return;
     case DType::f64:
       break;
   }
@@ -415,10 +417,10 @@ void store_gradient(const double* sum, std::int64_t D, DType t, void* out) {
 }
 
 // Whether ReduceBlocks32 can store f32 partials as a gradient of dtype t.
-// Partials in a bf16 row's even/odd layout only as bf16, where the pair store
-// interleaves them by packing.
+// Partials in a bf16 row's even/odd layout as bf16 or f32, the parameter
+// dtypes a bf16 row can have (StorePair interleaves them).
 bool VectorReducible(bool even_odd, DType t) {
-  return t == DType::bf16 || (!even_odd && (t == DType::f16 || t == DType::f32));
+  return t == DType::bf16 || t == DType::f32 || (!even_odd && t == DType::f16);
 }
 
 // Columns per parallel item of the reduction: a multiple of every target's

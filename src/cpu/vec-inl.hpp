@@ -295,14 +295,28 @@ HWY_INLINE Pair<DC> LoadPair(DC dc, const T* HWY_RESTRICT p) {
 }
 
 // Stores the pair to 2·Lanes(dc) elements at p (rounding to nearest even)
-// and returns it as stored. The even/odd layout stores only bf16.
+// and returns it as stored. The even/odd layout stores bf16, and f32 for
+// the parameter gradients of bf16 rows: those go through a buffer, element
+// by element (Highway 1.0.3 interleaves only within 128-bit blocks), once
+// per column per call.
 template <bool kEO, class DC, class T>
 HWY_INLINE Pair<DC> StorePair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
   if constexpr (!kEO) {
     const std::size_t N = hn::Lanes(dc);
     return {StoreAs(dc, v.a, p), StoreAs(dc, v.b, p + N)};
+  } else if constexpr (std::is_same_v<T, float>) {
+    static_assert(std::is_same_v<hn::TFromD<DC>, float>);
+    const std::size_t N = hn::Lanes(dc);
+    HWY_ALIGN float even[kMaxLanes<float>], odd[kMaxLanes<float>];
+    hn::Store(v.a, dc, even);
+    hn::Store(v.b, dc, odd);
+    for (std::size_t k = 0; k < N; ++k) {
+      p[2 * k] = even[k];
+      p[2 * k + 1] = odd[k];
+    }
+    return v;
   } else {
-    static_assert(std::is_same_v<T, hwy::bfloat16_t>, "the even/odd layout stores bf16 only");
+    static_assert(std::is_same_v<T, hwy::bfloat16_t>, "the even/odd layout stores bf16 and f32 only");
     const hn::RebindToUnsigned<DC> du;
     const auto packed = PackBf16Pair(dc, v.a, v.b);
     hn::StoreU(packed, du, reinterpret_cast<std::uint32_t*>(p));
