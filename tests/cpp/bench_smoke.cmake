@@ -93,3 +93,29 @@ foreach(op layer_norm rms_norm layer_norm_backward rms_norm_backward add_layer_n
   endforeach()
 endforeach()
 message(STATUS "normkit bench --smoke --json: ${n} records, all fields present")
+
+# --f32-params: 16-bit activations with f32 parameters. Every normkit record
+# says so, and the naive baseline (one dtype for everything) is left out
+# rather than timed with other parameters than normkit's.
+execute_process(COMMAND "${NORMKIT}" bench --smoke --json --f32-params --dtypes bf16 --impls normkit,naive
+                RESULT_VARIABLE rc OUTPUT_VARIABLE json ERROR_VARIABLE log)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "normkit bench --smoke --json --f32-params exited with ${rc}:\n${log}")
+endif()
+string(REGEX MATCHALL "\n  {[^\n]*}" lines "${json}")
+list(LENGTH lines n)
+if(n EQUAL 0)
+  message(FATAL_ERROR "--f32-params: no records")
+endif()
+foreach(line IN LISTS lines)
+  string(STRIP "${line}" rec)
+  string(JSON impl GET "${rec}" impl)
+  string(JSON param GET "${rec}" param_dtype)
+  if(impl STREQUAL "naive")
+    message(FATAL_ERROR "--f32-params: a naive record: ${rec}")
+  endif()
+  if(impl STREQUAL "normkit" AND NOT param STREQUAL "f32")
+    message(FATAL_ERROR "--f32-params: a normkit record with ${param} parameters: ${rec}")
+  endif()
+endforeach()
+message(STATUS "normkit bench --smoke --json --f32-params: ${n} records, f32 parameters")

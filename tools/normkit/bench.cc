@@ -53,6 +53,10 @@ options:
   --positive-inputs  x and the residual all positive (the same magnitudes):
                      a row mean beyond std/4, so LayerNorm takes its
                      centred statistics pass (docs/kernels.md)
+  --f32-params       f32 weight, bias and parameter gradients with bf16/f16
+                     activations (mixed precision; default: the activations'
+                     dtype); the naive baseline, which has one dtype, is left
+                     out of those cells
   --output FILE      also write the JSON records to FILE
   --ops LIST         op names (layer_norm, rms_norm_backward, add_rms_norm,
                      add_then_layer_norm, ...) or passes (forward, backward,
@@ -105,6 +109,7 @@ struct Options {
   double ceiling_refresh_seconds = 20;  // see Ceilings
   bool json = false;
   bool positive = false;  // --positive-inputs
+  bool f32_params = false;  // --f32-params
   std::string output;
 };
 
@@ -196,6 +201,10 @@ bool parse(int argc, char** argv, Options& o) {
     }
     if (a == "--positive-inputs") {
       o.positive = true;
+      continue;
+    }
+    if (a == "--f32-params") {
+      o.f32_params = true;
       continue;
     }
     if (i + 1 >= argc) throw std::invalid_argument("unknown option or missing value: '" + a + "'");
@@ -309,8 +318,12 @@ class Runner {
 
   void time_one(const std::string& size_class, std::int64_t D, const Op& op, DType dt,
                 int threads, const Impl& impl) {
-    const auto param = impl.param_dtype(op, dt);
+    auto param = impl.param_dtype(op, dt);
     if (!param) return;
+    if (o_.f32_params && (dt == DType::bf16 || dt == DType::f16) && *param != DType::f32) {
+      if (!impl.f32_params) return;  // like against like, or not at all
+      param = DType::f32;
+    }
     const Shape s{rows_for(size_class, D, o_), D, dt, *param};
     const std::int64_t stride = set_stride(op, s);
     const std::int64_t sets =

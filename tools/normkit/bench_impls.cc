@@ -90,7 +90,7 @@ Call normkit_prepare(const Op& op, const Shape& s, std::span<const Tensors> sets
 
 const Impl kNormkitImpl{"normkit",
                         "the public API (normkit::layer_norm, ...); add_then_*: a SIMD add, then the norm",
-                        true, false, normkit_param_dtype, normkit_prepare};
+                        true, false, true, normkit_param_dtype, normkit_prepare};
 
 const std::vector<Impl>& registry() {
   static const std::vector<Impl> all = {

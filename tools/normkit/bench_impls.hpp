@@ -25,6 +25,7 @@ struct Impl {
   std::string_view what;  // one line for --help and the docs
   bool threaded;          // follows the thread setting; false: always one thread
   bool variance_stats;    // its backward takes the variance, not rstd, in the rstd array
+  bool f32_params;        // takes f32 parameters with 16-bit activations (--f32-params)
   // The parameter dtype it takes with `act` activations, or no value when it
   // has no such op or dtype.
   std::optional<DType> (*param_dtype)(const Op& op, DType act);

@@ -161,6 +161,6 @@ Call naive_prepare(const Op& op, const Shape& s, std::span<const Tensors> sets) 
 
 const Impl kNaiveImpl{"naive",
                       "baseline: the two-pass scalar loops of the formulas, float sums, 1 thread",
-                      false, false, naive_param_dtype, naive_prepare};
+                      false, false, false, naive_param_dtype, naive_prepare};
 
 }  // namespace normkit::bench

@@ -144,7 +144,7 @@ Call onednn_prepare(const Op& op, const Shape& s, std::span<const Tensors> sets)
 }  // namespace
 
 const Impl kOneDnnImpl{"onednn", "oneDNN layer_normalization (scale+shift in f32), OpenMP threads",
-                       true, true, onednn_param_dtype, onednn_prepare};
+                       true, true, true, onednn_param_dtype, onednn_prepare};
 
 std::string_view onednn_version() {
   static const std::string v = [] {

@@ -172,6 +172,11 @@ void print_tables(std::FILE* out, const std::vector<Record>& rs, const RunInfo& 
                static_cast<long long>(info.cache_elements));
   if (!rs.empty() && rs.front().inputs == "positive")
     std::fprintf(out, "inputs: x and residual all positive (--positive-inputs)\n");
+  if (std::any_of(rs.begin(), rs.end(), [](const Record& r) {
+        return r.shape.act != DType::f32 && r.shape.act != DType::f64 && r.shape.param == DType::f32 &&
+               r.impl == "normkit";
+      }))
+    std::fprintf(out, "parameters: f32 with bf16/f16 activations (--f32-params)\n");
   std::fprintf(out,
                "us: median time per call; MB: bytes the op must move; ceiling: GB/s the same "
                "bytes reach at the measured copy/read bandwidth;\n"
