@@ -362,7 +362,8 @@ std::int64_t backward_bytes_per_row(const BackwardArgs& a) {
 
 bool wants_params(const BackwardArgs& a) { return a.dweight || a.dbias; }
 
-std::size_t acc_bytes(const BackwardArgs& a) { return a.dy_dtype == DType::f64 ? 8 : 4; }
+DType acc_dtype(const BackwardArgs& a) { return a.dy_dtype == DType::f64 ? DType::f64 : DType::f32; }
+std::size_t acc_bytes(const BackwardArgs& a) { return dtype_size(acc_dtype(a)); }
 
 // Accumulator row length: D rounded up to whole pairs of vectors of the
 // widest target, so pass A can load and store partials without tail handling.
@@ -508,8 +509,7 @@ void cpu_backward(const BackwardArgs& args) {
   // dtype, in order, no padding: D a multiple of the widest pair): the
   // kernel writes dweight and dbias in place of the partials. This is the
   // small call, a decode step above all, where reducing would copy both.
-  const DType acc_dtype = a.dy_dtype == DType::f64 ? DType::f64 : DType::f32;
-  if (pb.count == 1 && eo == 0 && stride == a.D && a.w_dtype == acc_dtype) {
+  if (pb.count == 1 && eo == 0 && stride == a.D && a.w_dtype == acc_dtype(a)) {
     void* pdw = a.dweight ? a.dweight : partials;
     void* pdb = a.dbias ? a.dbias : partials + block_bytes / 2;
     HWY_DYNAMIC_DISPATCH(BackwardRange)(a, 0, a.rows, pdw, pdb, stream);

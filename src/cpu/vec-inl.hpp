@@ -115,8 +115,9 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16BitsFromF32(DF df, hn::Vec<DF> 
 // On AVX-512 with the BF16 extension (g_bf16_instructions) one
 // vcvtne2ps2bf16 rounds both vectors and a vpermw interleaves them: 2 vector
 // instructions and a test instead of 16, which were half the arithmetic of a
-// bf16 forward pass. Inf, NaN (quieted, payload kept) and overflow to Inf round as
-// Bf16RoundedBits does, but the instruction flushes subnormal inputs to zero.
+// bf16 forward pass. Inf, NaN (quieted, payload kept) and overflow to Inf
+// round as Bf16RoundedBits does, but the instruction flushes subnormal inputs
+// to zero.
 // A subnormal can only have become ±0, so a pair without a ±0 result is
 // exact; one with a ±0 checks its inputs and, if a lane is subnormal, takes
 // the integer path.
