@@ -42,6 +42,9 @@ __all__ = [
     "set_num_threads",
     "get_num_threads",
     "library_version",
+    "set_output_cache_limit",
+    "empty_output_cache",
+    "output_cache_info",
     "__version__",
 ]
 
@@ -68,6 +71,55 @@ def get_num_threads() -> int:
         The current setting (see :func:`set_num_threads`).
     """
     return _normkit.num_threads()
+
+
+def set_output_cache_limit(nbytes: int) -> None:
+    """Set how many bytes of freed outputs normkit keeps for reuse.
+
+    An output the caller does not pass (``out=None``) is a new array on every
+    call. One of 1 MiB or more comes from normkit's output cache: a block
+    whose array has been freed is kept and handed to the next output of
+    about its size, so that a training loop does not map and fault in fresh
+    pages every step (for a 32 MiB output that costs several times the norm
+    itself). Freed blocks beyond the limit are returned to the system,
+    least recently freed first.
+
+    Parameters
+    ----------
+    nbytes : int
+        The most freed bytes kept; ``0`` turns the cache off (outputs are
+        then allocated by the input's framework, as smaller ones always
+        are). The initial limit is ``NORMKIT_OUTPUT_CACHE_BYTES`` from the
+        environment, or 1 GiB. Process-wide.
+    """
+    n = int(nbytes)
+    if n < 0:
+        raise ValueError(f"set_output_cache_limit: nbytes must be >= 0, got {n}")
+    _normkit.set_output_cache_limit(n)
+
+
+def empty_output_cache() -> None:
+    """Return every freed block the output cache keeps to the system.
+
+    Arrays still alive keep their memory; their blocks are kept again (within
+    the limit) when they are freed.
+    """
+    _normkit.empty_output_cache()
+
+
+def output_cache_info() -> dict:
+    """The state of the output cache (see :func:`set_output_cache_limit`).
+
+    Returns
+    -------
+    dict
+        ``limit_bytes``; ``cached_bytes`` and ``cached_blocks``, kept for
+        reuse; ``live_bytes`` and ``live_blocks``, held by arrays now;
+        ``hits`` and ``misses``, the outputs served from a kept block and
+        from a new one since the process started. Blocks are whole 2 MiB
+        units.
+    """
+    return dict(_normkit.output_cache_info())
 
 
 def library_version() -> str:

@@ -36,6 +36,7 @@
 #include <utility>
 
 #include "normkit/normkit.hpp"
+#include "output_cache.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -85,7 +86,13 @@ struct DLPackExchangeAPIHeader {
   DLPackVersion version;
   DLPackExchangeAPIHeader* prev_api;
 };
-struct DLManagedTensorVersioned;  // only passed through
+struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensorVersioned* self);
+  std::uint64_t flags;
+  nb::dlpack::dltensor dl_tensor;
+};
 struct DLPackExchangeAPI {
   DLPackExchangeAPIHeader header;
   int (*managed_tensor_allocator)(nb::dlpack::dltensor* prototype, DLManagedTensorVersioned** out,
@@ -449,9 +456,10 @@ double get_eps(const char* fn, nb::handle h) {
 
 // ---------------------------------------------------------------------------
 // Outputs the caller did not provide are allocated here, in the framework of
-// the array they are shaped after: through the exchange API's allocator for a
-// tensor (a C call, where torch.empty_like from Python costs ~1 µs), with
-// numpy.empty otherwise.
+// the array they are shaped after: large ones (>= 1 MiB) from the output
+// cache (output_cache.hpp), which keeps the pages of freed outputs; smaller
+// ones through the exchange API's allocator for a tensor (a C call, where
+// torch.empty_like from Python costs ~1 µs), with numpy.empty otherwise.
 
 nb::dlpack::dtype dlpack_dtype(DType t) {
   using C = nb::dlpack::dtype_code;
@@ -466,9 +474,71 @@ nb::dlpack::dtype dlpack_dtype(DType t) {
 
 void set_alloc_error(void*, const char*, const char* message) { PyErr_SetString(PyExc_RuntimeError, message); }
 
+// A block of the output cache lent to one array, and the DLPack description
+// a tensor is made from. Freed by the framework through the deleter (a
+// tensor) or the capsule (a NumPy array), from any thread.
+struct CachedArray {
+  DLManagedTensorVersioned managed;
+  std::int64_t shape[kMaxDims];
+  std::size_t mapped;
+};
+
+void give_back(CachedArray* c) noexcept {
+  normkit_py::OutputCache::get().release(c->managed.dl_tensor.data, c->mapped);
+  delete c;
+}
+
+// A new array of `dtype` and shape[0..ndim) in a cached block, in the
+// framework of `like` (a CPU array); null (no Python error set) when the
+// system has no memory for the block.
+nb::object allocate_cached(const Array& like, DType dtype, int ndim, const std::int64_t* shape,
+                           std::size_t bytes) {
+  std::size_t mapped = 0;
+  void* p = normkit_py::OutputCache::get().acquire(bytes, &mapped);
+  if (!p) return nb::object();
+  auto* c = new CachedArray;
+  c->mapped = mapped;
+  std::copy(shape, shape + ndim, c->shape);
+  c->managed.version = {1, 1};
+  c->managed.manager_ctx = c;
+  c->managed.deleter = [](DLManagedTensorVersioned* m) { give_back(static_cast<CachedArray*>(m->manager_ctx)); };
+  c->managed.flags = 0;
+  nb::dlpack::dltensor& t = c->managed.dl_tensor;
+  t.data = p;
+  t.device = {nb::device::cpu::value, 0};
+  t.ndim = ndim;
+  t.dtype = dlpack_dtype(dtype);
+  t.shape = c->shape;
+  t.strides = nullptr;
+  t.byte_offset = 0;
+  if (like.api) {
+    void* obj = nullptr;
+    // On failure the block stays lent: whether the framework already called
+    // the deleter is not specified, and a leak is safer than a double free.
+    if (like.api->managed_tensor_to_py_object_no_sync(&c->managed, &obj) != 0) throw nb::python_error();
+    return nb::steal(static_cast<PyObject*>(obj));
+  }
+  nb::capsule owner(c, [](void* q) noexcept { give_back(static_cast<CachedArray*>(q)); });
+  // NumPy cannot import bfloat16: the block is made a uint16 array and
+  // viewed with like's ml_dtypes.bfloat16.
+  const bool bits = dtype == DType::bf16;
+  std::size_t dims[kMaxDims];
+  std::copy(shape, shape + ndim, dims);
+  nb::object arr = nb::ndarray<nb::numpy>(p, static_cast<std::size_t>(ndim), dims, owner, nullptr,
+                                          bits ? nb::dtype<std::uint16_t>() : t.dtype)
+                       .cast();
+  return bits ? nb::object(arr.attr("view")(like.obj.attr("dtype"))) : arr;
+}
+
 // A new uninitialised row-major array of `dtype` and shape[0..ndim) in the
 // framework, and on the device, of `like`.
 nb::object allocate(const Array& like, DType dtype, int ndim, const std::int64_t* shape) {
+  std::size_t bytes = normkit::dtype_size(dtype);
+  for (int i = 0; i < ndim; ++i) bytes *= static_cast<std::size_t>(shape[i]);
+  if (like.dl_device_type == nb::device::cpu::value && normkit_py::OutputCache::get().serves(bytes)) {
+    nb::object o = allocate_cached(like, dtype, ndim, shape, bytes);
+    if (o.is_valid()) return o;
+  }
   if (like.api) {
     nb::dlpack::dltensor proto;
     proto.device = {like.dl_device_type, like.dl_device_id};
@@ -754,6 +824,20 @@ NB_MODULE(_normkit, m) {
   m.def("version", &normkit::version, "The version of the linked normkit library.");
   m.def("set_num_threads", &normkit::set_num_threads, "n"_a);
   m.def("num_threads", &normkit::num_threads);
+  m.def("set_output_cache_limit", [](std::size_t n) { normkit_py::OutputCache::get().set_limit(n); }, "nbytes"_a);
+  m.def("empty_output_cache", [] { normkit_py::OutputCache::get().empty(); });
+  m.def("output_cache_info", [] {
+    const auto i = normkit_py::OutputCache::get().info();
+    nb::dict d;
+    d["limit_bytes"] = i.limit_bytes;
+    d["cached_bytes"] = i.cached_bytes;
+    d["cached_blocks"] = i.cached_blocks;
+    d["live_bytes"] = i.live_bytes;
+    d["live_blocks"] = i.live_blocks;
+    d["hits"] = i.hits;
+    d["misses"] = i.misses;
+    return d;
+  });
 
   // Positional-only in practice: the Python package calls these with every
   // argument in order (keyword parsing would cost more than some kernels).
