@@ -31,6 +31,13 @@ from torch import Tensor
 from . import _normkit as _C
 from ._functional import _F32_EPS, _F64_EPS
 
+if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+    # The binding views tensors and creates its tensor outputs through this
+    # API; without it, outputs would come back as NumPy arrays.
+    raise ImportError(
+        f"normkit's PyTorch support needs PyTorch >= 2.10 (the DLPack C exchange API); found {torch.__version__}"
+    )
+
 ShapeLike = Union[int, Sequence[int]]
 
 _is_compiling = torch.compiler.is_compiling

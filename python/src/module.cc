@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -493,11 +494,10 @@ void give_back(CachedArray* c) noexcept {
 // system has no memory for the block.
 nb::object allocate_cached(const Array& like, DType dtype, int ndim, const std::int64_t* shape,
                            std::size_t bytes) {
-  std::size_t mapped = 0;
-  void* p = normkit_py::OutputCache::get().acquire(bytes, &mapped);
+  auto owned = std::make_unique<CachedArray>();
+  void* p = normkit_py::OutputCache::get().acquire(bytes, &owned->mapped);
   if (!p) return nb::object();
-  auto* c = new CachedArray;
-  c->mapped = mapped;
+  CachedArray* c = owned.release();
   std::copy(shape, shape + ndim, c->shape);
   c->managed.version = {1, 1};
   c->managed.manager_ctx = c;
