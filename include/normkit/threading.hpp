@@ -12,7 +12,10 @@ namespace normkit {
 // process-wide and safe to change between calls from any thread.
 void set_num_threads(int n) noexcept;
 
-// The current maximum (>= 1).
+// The current maximum (>= 1). In a child process forked after the kernels
+// have run threaded, always 1: GNU OpenMP cannot start threads there (its
+// next parallel region would wait forever), so such a child (a data-loader
+// worker, say) runs every kernel on its calling thread.
 int num_threads() noexcept;
 
 }  // namespace normkit

@@ -19,6 +19,10 @@ namespace normkit::detail {
 // therefore runs on the calling thread with no synchronisation at all.
 inline constexpr std::int64_t kMinBytesPerThread = 64 * 1024;
 
+// Records that an OpenMP team is about to start (see threading.cc: a
+// process forked after that runs single-threaded).
+void note_pool_started() noexcept;
+
 // Threads worth using for `rows` rows that move `bytes_per_row` bytes each.
 inline int threads_for(std::int64_t rows, std::int64_t bytes_per_row) {
   const std::int64_t by_bytes = std::max<std::int64_t>(1, rows * bytes_per_row / kMinBytesPerThread);
@@ -35,6 +39,7 @@ void parallel_rows(std::int64_t rows, std::int64_t bytes_per_row, Fn&& fn) {
     fn(std::int64_t{0}, rows);
     return;
   }
+  note_pool_started();
 #pragma omp parallel num_threads(n)
   {
     const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();

@@ -1,6 +1,10 @@
 // Determinism: every output, including the parameter gradients reduced
 // over rows, is bitwise identical for 1, 2 and 7 threads.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include "cases.hpp"
 
@@ -53,6 +57,32 @@ TEST(Threading, SettingIsReadBack) {
   EXPECT_EQ(num_threads(), 3);
   set_num_threads(0);
   EXPECT_GE(num_threads(), 1);
+}
+
+// GNU OpenMP cannot start a team in a child forked after its pool started;
+// normkit must then run single-threaded instead of waiting forever.
+TEST(Threading, ForkedChildRunsKernels) {
+  std::mt19937_64 rng(3);
+  const Case c{Op::rms, DType::f32, DType::f32, Affine::weight};
+  const std::int64_t rows = 256, D = 2048;  // enough traffic for two threads
+  Buffer x(c.x, rows, D), dy(c.x, rows, D);
+  fill_normal(x, rng);
+  fill_normal(dy, rng);
+  const Params p = make_params(c, D, rng);
+  set_num_threads(2);
+  const Outputs parent = run_all(c, x, dy, p);  // starts the OpenMP pool
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(60);  // a hung child dies of SIGALRM instead of hanging the suite
+    const bool same = run_all(c, x, dy, p) == parent && num_threads() == 1;
+    _exit(same ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  set_num_threads(0);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child was killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's results differ, or it did not run single-threaded";
 }
 
 }  // namespace
