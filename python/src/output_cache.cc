@@ -1,5 +1,6 @@
 #include "output_cache.hpp"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -47,7 +48,14 @@ void* map_block(std::size_t size) {
 }  // namespace
 
 OutputCache& OutputCache::get() {
-  static OutputCache* cache = new OutputCache(limit_from_environment());
+  static OutputCache* cache = [] {
+    auto* c = new OutputCache(limit_from_environment());
+    // A fork while another thread holds the lock would leave it held forever
+    // in the child (DataLoader workers are forked): hold it across the fork,
+    // so both sides start with it free.
+    pthread_atfork([] { get().mu_.lock(); }, [] { get().mu_.unlock(); }, [] { get().mu_.unlock(); });
+    return c;
+  }();
   return *cache;
 }
 

@@ -139,3 +139,20 @@ def test_the_initial_limit_comes_from_the_environment(value: str, expected: int)
     env = dict(os.environ, NORMKIT_OUTPUT_CACHE_BYTES=value)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert int(out.stdout) == expected
+
+
+def test_a_forked_child_can_use_the_cache() -> None:
+    kept = normkit.rms_norm(torch.randn(ROWS, D), D)  # a live block, inherited by the child
+    del kept  # and a kept one
+    pid = os.fork()
+    if pid == 0:  # the child: allocate, free, reuse; report through the exit status
+        try:
+            y = normkit.rms_norm(torch.randn(ROWS, D), D)
+            ptr = y.data_ptr()
+            del y
+            ok = normkit.rms_norm(torch.randn(ROWS, D), D).data_ptr() == ptr
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
