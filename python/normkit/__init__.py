@@ -68,7 +68,9 @@ def get_num_threads() -> int:
     Returns
     -------
     int
-        The current setting (see :func:`set_num_threads`).
+        The current setting (see :func:`set_num_threads`); 1 in a process
+        forked after normkit ran threaded (GNU OpenMP cannot start threads
+        there), such as a data-loader worker.
     """
     return _normkit.num_threads()
 
