@@ -806,8 +806,8 @@ nb::object add_rms_norm_backward(nb::handle grad_output, nb::handle grad_residua
 }  // namespace
 
 NB_MODULE(_normkit, m) {
-  m.doc() = "Low-level binding of the normkit C++ library. Every array, outputs included, is "
-            "allocated by the caller; use the functions of the `normkit` package instead.";
+  m.doc() = "Low-level binding of the normkit C++ library: arguments are positional and outputs "
+            "passed as None are allocated here; use the functions of the `normkit` package instead.";
 
   // The library's errors keep their message: a dtype problem is a TypeError,
   // any other invalid argument a ValueError.
