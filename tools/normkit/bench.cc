@@ -46,7 +46,7 @@ Size classes:
 
 options:
   --quick            a smaller run (under a minute): D 768,4096,16384, one
-                     row of 4096, ELEMENTS 1Mi, ROTATE 512, short timings
+                     row of 4096, ELEMENTS 1Mi, short timings
   --smoke            a tiny run that only checks the bench works (seconds);
                      its numbers mean nothing
   --json             print the records as a JSON list on stdout (no tables)
@@ -169,7 +169,8 @@ void apply_mode(Options& o, std::string_view mode) {
     o.row_widths = {4096};
     o.sizes = {"dram", "row"};
     o.elements = std::int64_t{1} << 20;
-    o.rotate_bytes = std::int64_t{512} << 20;
+    // Rotation stays at the full run's 1 GiB: the development host reports a
+    // 480 MiB shared L3, which 512 MiB barely exceeds.
     o.timing.min_seconds = 0.02;
     o.timing.min_samples = 9;
     o.timing.max_seconds = 0.1;
