@@ -18,7 +18,7 @@ std::atomic<bool> g_pool_started{false}, g_forked_after_pool{false};
 void on_fork_child() {
   if (g_pool_started.load(std::memory_order_relaxed)) g_forked_after_pool.store(true, std::memory_order_relaxed);
 }
-const int g_atfork = pthread_atfork(nullptr, nullptr, on_fork_child);
+[[maybe_unused]] const int g_atfork = pthread_atfork(nullptr, nullptr, on_fork_child);  // registers at load
 }  // namespace
 
 void set_num_threads(int n) noexcept { g_threads.store(n > 0 ? n : 0, std::memory_order_relaxed); }
@@ -31,7 +31,6 @@ int num_threads() noexcept {
 
 namespace detail {
 void note_pool_started() noexcept {
-  (void)g_atfork;
   if (!g_pool_started.load(std::memory_order_relaxed)) g_pool_started.store(true, std::memory_order_relaxed);
 }
 }  // namespace detail

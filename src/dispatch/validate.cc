@@ -103,6 +103,7 @@ void Validator::bad_structure(const Arg& a) const {
     fail(fn_, a.name, "has negative shape (" + num(a.rows) + ", " + num(a.cols) + ")");
   if (a.data == nullptr && a.rows > 0 && a.cols > 0)
     fail(fn_, a.name, "has a null data pointer but " + elements(a.rows, a.cols) + " elements");
+  // The only other way to get here (see structure()): row_stride < D.
   fail(fn_, a.name, "has row_stride " + num(a.row_stride) + ", expected >= D = " + num(a.cols));
 }
 
