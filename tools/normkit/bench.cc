@@ -46,7 +46,7 @@ Size classes:
 
 options:
   --quick            a smaller run (under a minute): D 768,4096,16384, one
-                     row of 4096, ELEMENTS 3Mi, short timings
+                     row of 4096, ELEMENTS 3Mi, short timings, one round
   --smoke            a tiny run that only checks the bench works (seconds);
                      its numbers mean nothing
   --json             print the records as a JSON list on stdout (no tables)
@@ -73,13 +73,19 @@ options:
   --rotate-mib N     MiB the dram buffer sets span         [1024]
   --min-time S       seconds to keep sampling each record  [0.25]
   --max-time S       seconds to wait for 21 undisturbed samples [3]
+  --rounds N         go through every record N times, each taking 1/N of
+                     the samples and times above                [3]
   --help             this text
 
-Timing: 3 warm-up calls, then samples (calls batched to >= 20 us) until 21
-samples ran undisturbed and MIN-TIME passed; the median of the undisturbed
-samples is reported. A sample is disturbed when the process got less than
-90% of the best CPU share seen (another process held a core); the count is
-the pre% column and the median over all samples is in the JSON.
+Timing: each record is timed in ROUNDS rounds: the run goes through the whole
+list of records once per round, so a record's rounds lie minutes apart. In
+each round: 3 warm-up calls, then samples (calls batched to >= 200 us) until
+21/ROUNDS samples ran undisturbed and MIN-TIME/ROUNDS passed. The median of
+the undisturbed samples of all rounds is reported: a slow spell of the
+machine's memory that lasts minutes then moves it less. A sample is disturbed
+when the process got less than 90% of the full CPU share (the upper quartile
+of the shares in its round): another process held a core. The count is the
+pre% column; the median over all samples is in the JSON.
 
 The naive baseline runs on one thread only. Every implementation is checked
 against the fp64 oracle before it is timed. Targets (docs/benchmarks.md) are
@@ -89,7 +95,7 @@ JSON records: impl, op, norm, pass, dtype, param_dtype, rows, D, threads,
 size_class, where (L1/L2/L3/DRAM: where the rotated buffers fit), inputs
 (signed or positive), sets,
 working_set_bytes, bytes_read, bytes_written, median_ms, median_all_ms,
-min_ms, samples, preempted_samples, calls_per_sample, gbps, ceiling_gbps, pct_of_ceiling, copy_gbps, read_gbps,
+min_ms, samples, preempted_samples, calls_per_sample, rounds, gbps, ceiling_gbps, pct_of_ceiling, copy_gbps, read_gbps,
 copy_method. impl "ceiling", op "copy_row": the copy of one row.
 Plot them with bench/plot_bench.py.
 )";
@@ -105,7 +111,8 @@ struct Options {
   std::int64_t elements = std::int64_t{4} << 20;
   std::int64_t cache_elements = std::int64_t{64} << 10;
   std::int64_t rotate_bytes = std::int64_t{1024} << 20;
-  TimingConfig timing;
+  TimingConfig timing;  // per record, over all rounds
+  int rounds = 3;
   double ceiling_refresh_seconds = 20;  // see Ceilings
   bool json = false;
   bool positive = false;  // --positive-inputs
@@ -180,6 +187,7 @@ void apply_mode(Options& o, std::string_view mode) {
     o.timing.min_samples = 9;
     o.timing.max_seconds = 0.1;
     o.timing.max_samples = 201;
+    o.rounds = 1;
   } else if (mode == "--smoke") {
     o.widths = {96, 256};
     o.row_widths = {64};
@@ -190,6 +198,7 @@ void apply_mode(Options& o, std::string_view mode) {
     o.timing.min_samples = 3;
     o.timing.max_seconds = 0.05;
     o.timing.max_samples = 3;
+    o.rounds = 1;
   }
 }
 
@@ -233,6 +242,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--rotate-mib") o.rotate_bytes = parse_int(a, v, 1) << 20;
     else if (a == "--min-time") o.timing.min_seconds = parse_seconds(a, v);
     else if (a == "--max-time") o.timing.max_seconds = parse_seconds(a, v);
+    else if (a == "--rounds") o.rounds = static_cast<int>(parse_int(a, v, 1));
     else throw std::invalid_argument("unknown option '" + a + "' (see normkit bench --help)");
   }
 
@@ -294,19 +304,32 @@ std::int64_t rows_for(std::string_view size_class, std::int64_t D, const Options
 class Runner {
  public:
   explicit Runner(const Options& o)
-      : o_(o), ceilings_(arena_, o.timing, o.ceiling_refresh_seconds), caches_(read_caches()) {}
+      : o_(o),
+        round_timing_(o.timing.split(o.rounds)),
+        ceilings_(arena_, o.timing, o.ceiling_refresh_seconds),
+        caches_(read_caches()) {}
 
+  // Every record is timed in o.rounds rounds: the whole list of records is
+  // gone through once per round, and each visit adds its share of the
+  // samples (see add_round).
   void run_all() {
+    std::vector<Cell> cells;
     for (const std::string& c : o_.sizes)
       for (std::int64_t D : c == "row" ? o_.row_widths : o_.widths) {
         if (c == "row")
           for (DType dt : o_.dtypes)
-            for (int t : o_.threads) copy_row(D, dt, t);
+            for (int t : o_.threads) cells.push_back({c, D, nullptr, dt, t, nullptr});
         for (const Op* op : o_.ops)
           for (DType dt : o_.dtypes)
             for (int t : o_.threads)
               for (const Impl& impl : impls())
-                if (wanted(impl) && (impl.threaded || t == 1)) time_one(c, D, *op, dt, t, impl);
+                if (wanted(impl) && (impl.threaded || t == 1)) cells.push_back({c, D, op, dt, t, &impl});
+      }
+    for (int round = 0; round < o_.rounds; ++round)
+      for (Cell& c : cells) {
+        if (round > 0 && c.record < 0) continue;  // nothing to time (see add_record)
+        if (!c.op) copy_row(c, round);
+        else time_one(c, round);
       }
     // The ceilings are the best seen in the whole run, so the percentages
     // are computed now, from the final figures.
@@ -322,35 +345,56 @@ class Runner {
     return std::find(o_.impls.begin(), o_.impls.end(), impl.name) != o_.impls.end();
   }
 
-  void time_one(const std::string& size_class, std::int64_t D, const Op& op, DType dt,
-                int threads, const Impl& impl) {
-    auto param = impl.param_dtype(op, dt);
-    if (!param) return;
-    if (o_.f32_params && (dt == DType::bf16 || dt == DType::f16) && *param != DType::f32) {
-      if (!impl.f32_params) return;  // like against like, or not at all
-      param = DType::f32;
+  // One (size class, D, op or the copy of a row, dtype, threads,
+  // implementation) of the run.
+  struct Cell {
+    std::string size_class;
+    std::int64_t D = 0;
+    const Op* op = nullptr;  // null: the copy of one row
+    DType dt = DType::f32;
+    int threads = 1;
+    const Impl* impl = nullptr;
+    std::ptrdiff_t record = -1;  // index in records_, once the first round made it
+  };
+
+  // The first round makes the cell's record (none when the implementation
+  // has no such op or parameter dtype); every round adds samples to it.
+  void time_one(Cell& c, int round) {
+    const Impl& impl = *c.impl;
+    const Op& op = *c.op;
+    if (round == 0) {
+      auto param = impl.param_dtype(op, c.dt);
+      if (!param) return;
+      if (o_.f32_params && (c.dt == DType::bf16 || c.dt == DType::f16) && *param != DType::f32) {
+        if (!impl.f32_params) return;  // like against like, or not at all
+        param = DType::f32;
+      }
+      const Shape s{rows_for(c.size_class, c.D, o_), c.D, c.dt, *param};
+      const std::int64_t stride = set_stride(op, s);
+      const std::int64_t sets =
+          c.size_class == "dram" ? std::max<std::int64_t>(2, (o_.rotate_bytes + stride - 1) / stride) : 1;
+      Record r;
+      r.impl = impl.name;
+      r.op = op.name;
+      r.table_op = &op;
+      r.shape = s;
+      r.threads = c.threads;
+      r.size_class = c.size_class;
+      r.inputs = o_.positive ? "positive" : "signed";
+      r.sets = sets;
+      r.working_set = working_set_bytes(op, s);
+      r.where = residence(stride * sets, caches_);
+      r.traffic = traffic(op, s);
+      c.record = static_cast<std::ptrdiff_t>(records_.size());
+      records_.push_back(std::move(r));
     }
-    const Shape s{rows_for(size_class, D, o_), D, dt, *param};
-    const std::int64_t stride = set_stride(op, s);
-    const std::int64_t sets =
-        size_class == "dram" ? std::max<std::int64_t>(2, (o_.rotate_bytes + stride - 1) / stride) : 1;
+    Record& r = records_[static_cast<std::size_t>(c.record)];
+    const Shape& s = r.shape;
+    const std::int64_t sets = r.sets;
 
-    set_threads(threads);
-    Record r;
-    r.impl = impl.name;
-    r.op = op.name;
-    r.table_op = &op;
-    r.shape = s;
-    r.threads = threads;
-    r.size_class = size_class;
-    r.inputs = o_.positive ? "positive" : "signed";
-    r.sets = sets;
-    r.working_set = working_set_bytes(op, s);
-    r.where = residence(stride * sets, caches_);
-    r.traffic = traffic(op, s);
-
+    set_threads(c.threads);
     // The ceiling first: it uses the arena, which carve() then fills.
-    ceilings_.refresh(r.working_set, sets, threads);
+    ceilings_.refresh(r.working_set, sets, c.threads);
     const std::vector<Tensors> tensors = carve(arena_, op, s, sets);
     // The inputs stay as filled until a ceiling measurement overwrites the
     // arena (no op writes an array it only reads), so the next implementation
@@ -360,34 +404,41 @@ class Runner {
     filled_ = now;
     const Call call = impl.prepare(op, s, tensors);
 
-    // Checked against the oracle before it is timed.
-    write_checked_stats(op, s, tensors[0], impl.variance_stats);
-    call(0);
-    if (const std::string error = check_outputs(op, s, tensors[0]); !error.empty())
-      throw std::runtime_error(r.impl + " " + r.op + " " + std::string(dtype_name(dt)) + " rows=" +
-                               std::to_string(s.rows) + " D=" + std::to_string(D) +
-                               " disagrees with the fp64 oracle: " + error);
+    // Checked against the oracle before it is first timed.
+    if (round == 0) {
+      write_checked_stats(op, s, tensors[0], impl.variance_stats);
+      call(0);
+      if (const std::string error = check_outputs(op, s, tensors[0]); !error.empty())
+        throw std::runtime_error(r.impl + " " + r.op + " " + std::string(dtype_name(c.dt)) + " rows=" +
+                                 std::to_string(s.rows) + " D=" + std::to_string(c.D) +
+                                 " disagrees with the fp64 oracle: " + error);
+    }
 
-    r.timing = time_calls([&](std::int64_t i) { call(i % sets); }, o_.timing);
-    finish(r);
+    add_round(r.timing, [&](std::int64_t i) { call(i % sets); }, round_timing_);
+    progress(r, round);
   }
 
   // The time to copy one row of D elements of dtype dt: the reference for
-  // the one-row class (a norm of a row cannot beat copying it).
-  void copy_row(std::int64_t D, DType dt, int threads) {
-    const std::int64_t bytes = D * static_cast<std::int64_t>(dtype_size(dt));
-    set_threads(threads);
-    ceilings_.refresh(2 * bytes, 1, threads);
-    Record r;
-    r.impl = "ceiling";
-    r.op = "copy_row";
-    r.shape = {1, D, dt, dt};
-    r.threads = threads;
-    r.size_class = "row";
-    r.working_set = 2 * bytes;
-    r.where = residence(2 * bytes, caches_);
-    r.traffic = {bytes, bytes};
-    finish(r);
+  // the one-row class (a norm of a row cannot beat copying it). It is the
+  // ceiling's own copy, measured again in each round.
+  void copy_row(Cell& c, int round) {
+    const std::int64_t bytes = c.D * static_cast<std::int64_t>(dtype_size(c.dt));
+    set_threads(c.threads);
+    ceilings_.refresh(2 * bytes, 1, c.threads);
+    if (round == 0) {
+      Record r;
+      r.impl = "ceiling";
+      r.op = "copy_row";
+      r.shape = {1, c.D, c.dt, c.dt};
+      r.threads = c.threads;
+      r.size_class = "row";
+      r.working_set = 2 * bytes;
+      r.where = residence(2 * bytes, caches_);
+      r.traffic = {bytes, bytes};
+      c.record = static_cast<std::ptrdiff_t>(records_.size());
+      records_.push_back(std::move(r));
+    }
+    progress(records_[static_cast<std::size_t>(c.record)], round);
   }
 
   // Fills in the figures that depend on the ceiling at the record's size.
@@ -403,16 +454,15 @@ class Runner {
     r.pct_of_ceiling = 100.0 * r.gbps / r.ceiling_gbps;
   }
 
-  // Keeps the record and prints a progress line (with the ceiling as far as
-  // it is known now).
-  void finish(Record& r) {
+  // Prints a progress line: the record's figures over the rounds so far,
+  // with the ceiling as far as it is known now.
+  void progress(Record& r, int round) {
     set_ceiling(r, ceilings_.best(r.working_set, r.sets, r.threads));
-    std::fprintf(stderr, "  %-8s %-20s %-5.*s D=%-6lld rows=%-6lld %dt  %10.1f us  %6.1f GB/s  %5.1f%%\n",
-                 r.impl.c_str(), r.op.c_str(), static_cast<int>(dtype_name(r.shape.act).size()),
-                 dtype_name(r.shape.act).data(), static_cast<long long>(r.shape.D),
-                 static_cast<long long>(r.shape.rows), r.threads, r.timing.median_s * 1e6, r.gbps,
-                 r.pct_of_ceiling);
-    records_.push_back(std::move(r));
+    std::fprintf(stderr, "  %d/%d %-8s %-20s %-5.*s D=%-6lld rows=%-6lld %dt  %10.1f us  %6.1f GB/s  %5.1f%%\n",
+                 round + 1, o_.rounds, r.impl.c_str(), r.op.c_str(),
+                 static_cast<int>(dtype_name(r.shape.act).size()), dtype_name(r.shape.act).data(),
+                 static_cast<long long>(r.shape.D), static_cast<long long>(r.shape.rows), r.threads,
+                 r.timing.median_s * 1e6, r.gbps, r.pct_of_ceiling);
   }
 
   // What the arena's inputs were last filled for.
@@ -426,6 +476,7 @@ class Runner {
   };
 
   const Options& o_;
+  TimingConfig round_timing_;  // o.timing's share of one round
   Filled filled_;
   Arena arena_;
   Ceilings ceilings_;

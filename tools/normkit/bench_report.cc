@@ -258,7 +258,7 @@ void write_json(std::FILE* out, const std::vector<Record>& rs) {
         "\"threads\": %d, \"size_class\": \"%s\", \"where\": \"%s\", \"inputs\": \"%s\", \"sets\": %lld, "
         "\"working_set_bytes\": %lld, \"bytes_read\": %lld, \"bytes_written\": %lld, "
         "\"median_ms\": %.6g, \"median_all_ms\": %.6g, \"min_ms\": %.6g, \"samples\": %d, "
-        "\"preempted_samples\": %d, \"calls_per_sample\": %d, "
+        "\"preempted_samples\": %d, \"calls_per_sample\": %d, \"rounds\": %d, "
         "\"gbps\": %.4g, \"ceiling_gbps\": %.4g, \"pct_of_ceiling\": %.4g, "
         "\"copy_gbps\": %.4g, \"read_gbps\": %.4g, \"copy_method\": \"%s\"}%s\n",
         r.impl.c_str(), r.op.c_str(), r.table_op ? sv(norm_name(r.table_op->norm)).c_str() : "",
@@ -269,7 +269,7 @@ void write_json(std::FILE* out, const std::vector<Record>& rs) {
         static_cast<long long>(r.working_set), static_cast<long long>(r.traffic.read),
         static_cast<long long>(r.traffic.written), r.timing.median_s * 1e3,
         r.timing.median_all_s * 1e3, r.timing.min_s * 1e3, r.timing.samples, r.timing.preempted,
-        r.timing.calls_per_sample, r.gbps, r.ceiling_gbps, r.pct_of_ceiling,
+        r.timing.calls_per_sample, r.timing.rounds, r.gbps, r.ceiling_gbps, r.pct_of_ceiling,
         r.copy_gbps, r.read_gbps, r.copy_method.c_str(), i + 1 == rs.size() ? "" : ",");
   }
   std::fprintf(out, "]\n");

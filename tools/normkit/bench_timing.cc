@@ -22,16 +22,16 @@ double process_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+struct Sample {
+  double per_call;  // wall seconds per call
+  double share;     // process CPU seconds / wall seconds
+};
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
-
-struct Sample {
-  double per_call;  // wall seconds per call
-  double share;     // process CPU seconds / wall seconds
-};
 
 constexpr double kUndisturbed = 0.9;  // share relative to the full share
 constexpr int kFewestUndisturbed = 5;
@@ -49,7 +49,22 @@ double full_share_of(const std::vector<Sample>& samples) {
 
 }  // namespace
 
+TimingConfig TimingConfig::split(int rounds) const {
+  TimingConfig c = *this;
+  c.min_seconds /= rounds;
+  c.max_seconds /= rounds;
+  c.min_samples = (min_samples + rounds - 1) / rounds;
+  c.max_samples = (max_samples + rounds - 1) / rounds;
+  return c;
+}
+
 Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingConfig& cfg) {
+  Timing t;
+  add_round(t, call, cfg);
+  return t;
+}
+
+void add_round(Timing& t, const std::function<void(std::int64_t)>& call, const TimingConfig& cfg) {
   std::int64_t i = 0;
 
   // Warm-up, which also estimates the time of one call.
@@ -58,7 +73,6 @@ Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingCon
   for (int k = 0; k < warmup; ++k) call(i++);
   const double per_call = seconds_since(w0) / warmup;
 
-  Timing t;
   t.calls_per_sample = static_cast<int>(
       std::clamp(std::ceil(cfg.min_sample_seconds / std::max(per_call, 1e-9)), 1.0, 1e6));
 
@@ -84,17 +98,19 @@ Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingCon
     if (std::count_if(samples.begin(), samples.end(), undisturbed) >= cfg.min_samples) break;
   }
 
-  std::vector<double> all, kept;
+  // Pool this round with the earlier ones; its samples are judged against
+  // its own full share.
   for (const Sample& s : samples) {
-    all.push_back(s.per_call);
-    if (undisturbed(s)) kept.push_back(s.per_call);
+    t.all_per_call.push_back(s.per_call);
+    if (undisturbed(s)) t.kept_per_call.push_back(s.per_call);
   }
-  t.samples = static_cast<int>(all.size());
-  t.preempted = t.samples - static_cast<int>(kept.size());
-  t.median_all_s = median(all);
-  t.median_s = static_cast<int>(kept.size()) >= kFewestUndisturbed ? median(kept) : t.median_all_s;
-  t.min_s = *std::min_element(all.begin(), all.end());
-  return t;
+  ++t.rounds;
+  t.samples = static_cast<int>(t.all_per_call.size());
+  t.preempted = t.samples - static_cast<int>(t.kept_per_call.size());
+  t.median_all_s = median(t.all_per_call);
+  t.median_s = static_cast<int>(t.kept_per_call.size()) >= kFewestUndisturbed ? median(t.kept_per_call)
+                                                                               : t.median_all_s;
+  t.min_s = *std::min_element(t.all_per_call.begin(), t.all_per_call.end());
 }
 
 }  // namespace normkit::bench

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace normkit::bench {
 
@@ -12,6 +13,10 @@ struct TimingConfig {
   double max_seconds = 3.0;          // give up waiting for undisturbed samples here
   int max_samples = 2001;            // and stop here, however short the call
   double min_sample_seconds = 2e-4;  // batch calls until a sample lasts this long
+
+  // Each of `rounds` rounds' share: the times and sample counts divided
+  // (rounded up), the sample length kept.
+  TimingConfig split(int rounds) const;
 };
 
 struct Timing {
@@ -20,7 +25,9 @@ struct Timing {
   double min_s = 0;         // fastest sample, per call
   int samples = 0;          // every sample taken
   int preempted = 0;        // samples left out as disturbed (see below)
-  int calls_per_sample = 0;
+  int calls_per_sample = 0;  // of the last round
+  int rounds = 0;           // separate timings whose samples are pooled here
+  std::vector<double> all_per_call, kept_per_call;  // every sample of every round; the undisturbed ones
 };
 
 // Times call(i) for i = 0, 1, 2, ... The caller maps i to a buffer set
@@ -40,5 +47,12 @@ struct Timing {
 // as preempted and left out of the median. (If fewer than 5 samples were undisturbed by max_seconds, the
 // median is over every sample.) median_all_s keeps the unfiltered figure.
 Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingConfig& cfg);
+
+// One more round of time_calls whose samples join those already in t; the
+// figures are then over the pooled samples (a sample's share is judged by
+// the shares of its own round). The bench times each record in rounds far
+// apart in time, so that a slow spell of the shared host's memory, which
+// lasts minutes, moves the median less than when every sample falls in it.
+void add_round(Timing& t, const std::function<void(std::int64_t)>& call, const TimingConfig& cfg);
 
 }  // namespace normkit::bench
