@@ -83,9 +83,9 @@ each round: 3 warm-up calls, then samples (calls batched to >= 200 us) until
 21/ROUNDS samples ran undisturbed and MIN-TIME/ROUNDS passed. The median of
 the undisturbed samples of all rounds is reported: a slow spell of the
 machine's memory that lasts minutes then moves it less. A sample is disturbed
-when the process got less than 90% of the full CPU share (the upper quartile
-of the shares in its round): another process held a core. The count is the
-pre% column; the median over all samples is in the JSON.
+when a thread of the bench was switched out for another task during it (an
+involuntary context switch). The count is the pre% column; the median over
+all samples is in the JSON.
 
 The naive baseline runs on one thread only. Every implementation is checked
 against the fp64 oracle before it is timed. Targets (docs/benchmarks.md) are

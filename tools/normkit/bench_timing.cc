@@ -1,9 +1,10 @@
 #include "bench_timing.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <vector>
 
 namespace normkit::bench {
@@ -15,16 +16,17 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// CPU time used so far by all threads of this process.
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+// Involuntary context switches of all threads of this process so far: each
+// is a moment when one of them was taken off its core for another task.
+long involuntary_switches() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_nivcsw;
 }
 
 struct Sample {
-  double per_call;  // wall seconds per call
-  double share;     // process CPU seconds / wall seconds
+  double per_call;   // wall seconds per call
+  bool undisturbed;  // no thread of ours was switched out during it
 };
 
 double median(std::vector<double> v) {
@@ -33,19 +35,7 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-constexpr double kUndisturbed = 0.9;  // share relative to the full share
 constexpr int kFewestUndisturbed = 5;
-
-// The CPU share of an undisturbed sample: the upper quartile of the shares
-// seen (the maximum would let one odd sample disqualify all the others; the
-// quartile is right as long as a quarter of the samples ran undisturbed).
-double full_share_of(const std::vector<Sample>& samples) {
-  std::vector<double> shares;
-  for (const Sample& s : samples) shares.push_back(s.share);
-  const auto q = shares.begin() + static_cast<std::ptrdiff_t>(3 * (shares.size() - 1) / 4);
-  std::nth_element(shares.begin(), q, shares.end());
-  return *q;
-}
 
 }  // namespace
 
@@ -77,20 +67,17 @@ void add_round(Timing& t, const std::function<void(std::int64_t)>& call, const T
       std::clamp(std::ceil(cfg.min_sample_seconds / std::max(per_call, 1e-9)), 1.0, 1e6));
 
   std::vector<Sample> samples;
-  double full_share = 0;
-  const auto undisturbed = [&](const Sample& s) { return s.share >= kUndisturbed * full_share; };
+  const auto undisturbed = [](const Sample& s) { return s.undisturbed; };
   const auto start = Clock::now();
   while (static_cast<int>(samples.size()) < cfg.max_samples) {
-    // The CPU clock is read inside the timed interval, so a sample's share
-    // cannot exceed the number of threads that ran; its cost (a system
-    // call, ~0.5 µs) is why samples last at least min_sample_seconds.
+    // The switch count is read inside the timed interval; its cost (a
+    // system call, ~1 µs) is why samples last at least min_sample_seconds.
     const auto s0 = Clock::now();
-    const double cpu0 = process_cpu_seconds();
+    const long switches0 = involuntary_switches();
     for (int k = 0; k < t.calls_per_sample; ++k) call(i++);
-    const double cpu = process_cpu_seconds() - cpu0;
+    const bool quiet = involuntary_switches() == switches0;
     const double wall = seconds_since(s0);
-    samples.push_back({wall / t.calls_per_sample, cpu / wall});
-    full_share = full_share_of(samples);
+    samples.push_back({wall / t.calls_per_sample, quiet});
 
     const double elapsed = seconds_since(start);
     if (elapsed >= cfg.max_seconds) break;
@@ -98,8 +85,7 @@ void add_round(Timing& t, const std::function<void(std::int64_t)>& call, const T
     if (std::count_if(samples.begin(), samples.end(), undisturbed) >= cfg.min_samples) break;
   }
 
-  // Pool this round with the earlier ones; its samples are judged against
-  // its own full share.
+  // Pool this round with the earlier ones.
   for (const Sample& s : samples) {
     t.all_per_call.push_back(s.per_call);
     if (undisturbed(s)) t.kept_per_call.push_back(s.per_call);

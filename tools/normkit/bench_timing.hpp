@@ -40,17 +40,20 @@ struct Timing {
 // call is shorter than 200 µs (the clocks read per sample cost ~1 µs).
 //
 // Other processes share this 2-core VM and take a core for milliseconds at
-// a time. So each sample also records the CPU time the process got; its
-// CPU share (CPU time / wall time) is about the number of threads busy. A
-// sample whose share is below 90% of the full share (the upper quartile of
-// the shares seen in this timing) had a thread descheduled: it is counted
-// as preempted and left out of the median. (If fewer than 5 samples were undisturbed by max_seconds, the
-// median is over every sample.) median_all_s keeps the unfiltered figure.
+// a time. So each sample also counts the involuntary context switches of
+// the process (getrusage: all its threads): a sample during which any of
+// our threads was switched out for another task is counted as preempted and
+// left out of the median. (If fewer than 5 samples were undisturbed by
+// max_seconds, the median is over every sample.) median_all_s keeps the
+// unfiltered figure. An earlier test, the process's CPU time over the wall
+// time, misjudged samples of two threads: the kernel brings a running
+// thread's CPU time up to date at its scheduler ticks (4 ms here), so over
+// a 1-2 ms sample the other thread's time read as 0 or a whole tick, and
+// the filter kept a biased half of the samples.
 Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingConfig& cfg);
 
 // One more round of time_calls whose samples join those already in t; the
-// figures are then over the pooled samples (a sample's share is judged by
-// the shares of its own round). The bench times each record in rounds far
+// figures are then over the pooled samples. The bench times each record in rounds far
 // apart in time, so that a slow spell of the shared host's memory, which
 // lasts minutes, moves the median less than when every sample falls in it.
 void add_round(Timing& t, const std::function<void(std::int64_t)>& call, const TimingConfig& cfg);
