@@ -311,7 +311,7 @@ class Runner {
 
   // Every record is timed in o.rounds rounds: the whole list of records is
   // gone through once per round, and each visit adds its share of the
-  // samples (see add_round).
+  // samples (see pool in bench_timing.hpp).
   void run_all() {
     std::vector<Cell> cells;
     for (const std::string& c : o_.sizes)
@@ -331,9 +331,9 @@ class Runner {
         if (!c.op) copy_row(c, round);
         else time_one(c, round);
       }
-    // The ceilings are the best seen in the whole run, so the percentages
+    // The ceilings pool every measurement of the run, so the percentages
     // are computed now, from the final figures.
-    for (Record& r : records_) set_ceiling(r, ceilings_.best(r.working_set, r.sets, r.threads));
+    for (Record& r : records_) set_ceiling(r, ceilings_.at(r.working_set, r.sets, r.threads));
   }
 
   const std::vector<Record>& records() const { return records_; }
@@ -414,7 +414,7 @@ class Runner {
                                  " disagrees with the fp64 oracle: " + error);
     }
 
-    add_round(r.timing, [&](std::int64_t i) { call(i % sets); }, round_timing_);
+    pool(r.timing, time_calls([&](std::int64_t i) { call(i % sets); }, round_timing_));
     progress(r, round);
   }
 
@@ -457,7 +457,7 @@ class Runner {
   // Prints a progress line: the record's figures over the rounds so far,
   // with the ceiling as far as it is known now.
   void progress(Record& r, int round) {
-    set_ceiling(r, ceilings_.best(r.working_set, r.sets, r.threads));
+    set_ceiling(r, ceilings_.at(r.working_set, r.sets, r.threads));
     std::fprintf(stderr, "  %d/%d %-8s %-20s %-5.*s D=%-6lld rows=%-6lld %dt  %10.1f us  %6.1f GB/s  %5.1f%%\n",
                  round + 1, o_.rounds, r.impl.c_str(), r.op.c_str(),
                  static_cast<int>(dtype_name(r.shape.act).size()), dtype_name(r.shape.act).data(),
@@ -500,16 +500,17 @@ std::string bytes_text(std::int64_t bytes) {
 void print_ceilings(std::FILE* out, const Ceilings& c, const Caches& caches) {
   std::fprintf(out,
                "\nceilings measured in this run (copy: (read + written bytes) / time of the faster "
-               "of memcpy and vector loops with ordinary or streaming stores; read: a SIMD sum; best of "
-               "`times` measurements)\n");
-  std::fprintf(out, "%12s %6s %12s %4s | %9s %-7s %9s %5s\n", "working set", "sets", "footprint",
-               "thr", "copy GB/s", "by", "read GB/s", "times");
+               "of memcpy and vector loops with ordinary or streaming stores; read: a SIMD sum; the "
+               "median of the samples of `times` measurements, and the best single measurement)\n");
+  std::fprintf(out, "%12s %6s %12s %4s | %9s %-7s %9s %5s | %10s %10s\n", "working set", "sets", "footprint",
+               "thr", "copy GB/s", "by", "read GB/s", "times", "best copy", "best read");
   for (const auto& [key, e] : c.all()) {
     const auto [ws, sets, threads] = key;
-    std::fprintf(out, "%12s %6lld %12s %4d | %9.1f %-7s %9.1f %5d  %s\n", bytes_text(ws).c_str(),
-                 static_cast<long long>(sets), bytes_text(ws * sets).c_str(), threads,
-                 e.best.copy_gbps, e.best.copy_method.c_str(), e.best.read_gbps, e.times,
-                 residence(ws * sets, caches).c_str());
+    const Ceiling f = e.figures();
+    std::fprintf(out, "%12s %6lld %12s %4d | %9.1f %-7s %9.1f %5d | %10.1f %10.1f  %s\n",
+                 bytes_text(ws).c_str(), static_cast<long long>(sets), bytes_text(ws * sets).c_str(), threads,
+                 f.copy_gbps, f.copy_method.c_str(), f.read_gbps, e.times, e.best_once.copy_gbps,
+                 e.best_once.read_gbps, residence(ws * sets, caches).c_str());
   }
 }
 

@@ -184,73 +184,83 @@ void keep_better(Ceiling& best, const Ceiling& c) {
   best.read_gbps = std::max(best.read_gbps, c.read_gbps);
 }
 
+constexpr const char* kCopyMethods[] = {"memcpy", "vector", "stream"};
+
+// The figures of one set of copy and read timings: the fastest copy method.
+Ceiling figures_of(const Timing (&copy)[3], const Timing& read, std::int64_t copy_bytes,
+                   std::int64_t read_bytes) {
+  int fastest = 0;
+  for (int m = 1; m < 3; ++m)
+    if (copy[m].median_s < copy[fastest].median_s) fastest = m;
+  Ceiling c;
+  c.copy_median_s = copy[fastest].median_s;
+  c.copy_method = kCopyMethods[fastest];
+  c.copy_gbps = static_cast<double>(copy_bytes) / c.copy_median_s / 1e9;
+  c.read_gbps = static_cast<double>(read_bytes) / read.median_s / 1e9;
+  return c;
+}
+
 }  // namespace
+
+Ceiling Ceilings::Entry::figures() const { return figures_of(copy, read, copy_bytes, read_bytes); }
 
 void Ceilings::refresh(std::int64_t working_set, std::int64_t sets, int threads) {
   const std::int64_t ws = bucket(working_set);
   for (int t = 1; t <= threads; ++t) {
     Entry& e = done_[{ws, sets, t}];
     if (e.times > 0 && seconds_now() - e.last < refresh_seconds_) continue;
-    keep_better(e.best, measure(ws, sets, t));
+    keep_better(e.best_once, measure(ws, sets, t, e));
     ++e.times;
     e.last = seconds_now();
   }
 }
 
-Ceiling Ceilings::best(std::int64_t working_set, std::int64_t sets, int threads) const {
+Ceiling Ceilings::at(std::int64_t working_set, std::int64_t sets, int threads) const {
   const std::int64_t ws = bucket(working_set);
   Ceiling b;
   for (int t = 1; t <= threads; ++t)
-    if (auto it = done_.find({ws, sets, t}); it != done_.end()) keep_better(b, it->second.best);
+    if (auto it = done_.find({ws, sets, t}); it != done_.end()) keep_better(b, it->second.figures());
   return b;
 }
 
-Ceiling Ceilings::measure(std::int64_t ws, std::int64_t sets, int threads) {
+Ceiling Ceilings::measure(std::int64_t ws, std::int64_t sets, int threads, Entry& e) {
   ++measurements_;
   const std::int64_t stride = round_up(ws, kPage);
   std::byte* base = arena_.get(static_cast<std::size_t>(stride * sets));
   fill(base, stride * sets);
   const std::int64_t half = ws / 2;
 
-  enum class Method { memcpy, vector, stream };
-  const auto copy_with = [&](Method m) {
-    return time_calls(
+  Timing copies[3];  // in the order of kCopyMethods
+  for (int m = 0; m < 3; ++m) {
+    copies[m] = time_calls(
         [&](std::int64_t i) {
           std::byte* set = base + (i % sets) * stride;
           on_threads(threads, [&](int t, int k) {
-            const auto [b, e] = part(half, t, k);
-            const auto n = static_cast<std::size_t>(e - b);
-            if (m == Method::memcpy) std::memcpy(set + half + b, set + b, n);
-            if (m == Method::vector) vector_copy(set + half + b, set + b, n);
-            if (m == Method::stream) stream_copy(set + half + b, set + b, n);
+            const auto [b, en] = part(half, t, k);
+            const auto n = static_cast<std::size_t>(en - b);
+            if (m == 0) std::memcpy(set + half + b, set + b, n);
+            if (m == 1) vector_copy(set + half + b, set + b, n);
+            if (m == 2) stream_copy(set + half + b, set + b, n);
           });
         },
         cfg_);
-  };
-  const std::pair<const char*, Timing> copies[] = {{"memcpy", copy_with(Method::memcpy)},
-                                                   {"vector", copy_with(Method::vector)},
-                                                   {"stream", copy_with(Method::stream)}};
+    pool(e.copy[m], copies[m]);
+  }
 
   std::atomic<std::uint64_t> sink{0};
   const Timing read = time_calls(
       [&](std::int64_t i) {
         const std::byte* set = base + (i % sets) * stride;
         on_threads(threads, [&](int t, int k) {
-          const auto [b, e] = part(ws, t, k);
-          sink.fetch_add(read_sum(set + b, static_cast<std::size_t>(e - b)), std::memory_order_relaxed);
+          const auto [b, en] = part(ws, t, k);
+          sink.fetch_add(read_sum(set + b, static_cast<std::size_t>(en - b)), std::memory_order_relaxed);
         });
       },
       cfg_);
-
-  Ceiling c;
-  const auto& fastest = *std::min_element(std::begin(copies), std::end(copies), [](const auto& a, const auto& b) {
-    return a.second.median_s < b.second.median_s;
-  });
-  c.copy_median_s = fastest.second.median_s;
-  c.copy_method = fastest.first;
-  c.copy_gbps = static_cast<double>(2 * half) / c.copy_median_s / 1e9;
-  c.read_gbps = static_cast<double>(ws) / read.median_s / 1e9;
-  return c;
+  pool(e.read, read);
+  e.copy_bytes = 2 * half;
+  e.read_bytes = ws;
+  return figures_of(copies, read, e.copy_bytes, e.read_bytes);
 }
 
 double ceiling_gbps(const Traffic& t, const Ceiling& c) {

@@ -71,13 +71,18 @@ struct Ceiling {
 // of ordinary stores and with one of non-temporal stores (the fastest
 // counts: the kernels stream large outputs, so streaming is within reach). Read: each thread sums its part of the set.
 //
-// Other processes share the machine, so one measurement can land in a busy
-// moment. A ceiling is the most the machine does, so each is measured again
+// Other processes share the machine, and its memory bandwidth drifts over
+// minutes. An op's time is the median of samples taken in several rounds far
+// apart (see pool in bench_timing.hpp), so its ceiling is measured the same way: again
 // whenever it is asked for and its last measurement is older than
-// `refresh_seconds`, and the best figures seen in the whole run are kept;
-// percentages of the ceiling are computed from those at the end of the run.
-// The ceiling for t threads is the best of 1..t threads (a small copy is
-// faster on one thread than split).
+// `refresh_seconds`, every measurement's samples pooled with the earlier
+// ones, and the figures are the medians of the pooled samples. Percentages of
+// the ceiling are computed from those at the end of the run. (Until 2026-11
+// the ceiling was the best single measurement of the run: against the median
+// of the op's samples, that set the top of the host's drift against its
+// middle, and the more often a ceiling was measured the higher it went.)
+// The ceiling for t threads is the better of those of 1..t threads (a small
+// copy is faster on one thread than split).
 class Ceilings {
  public:
   Ceilings(Arena& arena, TimingConfig cfg, double refresh_seconds)
@@ -87,25 +92,30 @@ class Ceilings {
   // unless each was measured less than refresh_seconds ago.
   void refresh(std::int64_t working_set, std::int64_t sets, int threads);
 
-  // The best figures seen so far at this size and set count, up to `threads`
-  // threads. refresh() must have been called for them.
-  Ceiling best(std::int64_t working_set, std::int64_t sets, int threads) const;
+  // The figures so far at this size and set count, up to `threads` threads.
+  // refresh() must have been called for them.
+  Ceiling at(std::int64_t working_set, std::int64_t sets, int threads) const;
 
   // How many measurements have run (each overwrites part of the arena).
   int measurements() const { return measurements_; }
 
-  // (bucketed working set, sets, threads) -> best figures of exactly that
-  // many threads, and how many times they were measured.
+  // (bucketed working set, sets, threads) -> the pooled samples of exactly
+  // that many threads, and how many times they were measured.
   struct Entry {
-    Ceiling best;
+    Timing copy[3];  // memcpy, vector loop, streaming vector loop
+    Timing read;
+    std::int64_t copy_bytes = 0, read_bytes = 0;  // per call
     int times = 0;
-    double last = 0;  // seconds since the start of the run
+    double last = 0;    // seconds since the start of the run
+    Ceiling best_once;  // the best single measurement, for the report
+    Ceiling figures() const;  // from the pooled medians
   };
   using Key = std::tuple<std::int64_t, std::int64_t, int>;
   const std::map<Key, Entry>& all() const { return done_; }
 
  private:
-  Ceiling measure(std::int64_t working_set, std::int64_t sets, int threads);
+  // One more measurement into e; returns its own figures.
+  Ceiling measure(std::int64_t working_set, std::int64_t sets, int threads, Entry& e);
   Arena& arena_;
   TimingConfig cfg_;
   double refresh_seconds_;

@@ -48,13 +48,21 @@ TimingConfig TimingConfig::split(int rounds) const {
   return c;
 }
 
-Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingConfig& cfg) {
-  Timing t;
-  add_round(t, call, cfg);
-  return t;
+void pool(Timing& t, const Timing& more) {
+  t.all_per_call.insert(t.all_per_call.end(), more.all_per_call.begin(), more.all_per_call.end());
+  t.kept_per_call.insert(t.kept_per_call.end(), more.kept_per_call.begin(), more.kept_per_call.end());
+  t.rounds += more.rounds;
+  t.calls_per_sample = more.calls_per_sample;
+  t.samples = static_cast<int>(t.all_per_call.size());
+  t.preempted = t.samples - static_cast<int>(t.kept_per_call.size());
+  t.median_all_s = median(t.all_per_call);
+  t.median_s = static_cast<int>(t.kept_per_call.size()) >= kFewestUndisturbed ? median(t.kept_per_call)
+                                                                               : t.median_all_s;
+  t.min_s = *std::min_element(t.all_per_call.begin(), t.all_per_call.end());
 }
 
-void add_round(Timing& t, const std::function<void(std::int64_t)>& call, const TimingConfig& cfg) {
+Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingConfig& cfg) {
+  Timing t;
   std::int64_t i = 0;
 
   // Warm-up, which also estimates the time of one call.
@@ -85,18 +93,15 @@ void add_round(Timing& t, const std::function<void(std::int64_t)>& call, const T
     if (std::count_if(samples.begin(), samples.end(), undisturbed) >= cfg.min_samples) break;
   }
 
-  // Pool this round with the earlier ones.
+  Timing round;
+  round.rounds = 1;
+  round.calls_per_sample = t.calls_per_sample;
   for (const Sample& s : samples) {
-    t.all_per_call.push_back(s.per_call);
-    if (undisturbed(s)) t.kept_per_call.push_back(s.per_call);
+    round.all_per_call.push_back(s.per_call);
+    if (undisturbed(s)) round.kept_per_call.push_back(s.per_call);
   }
-  ++t.rounds;
-  t.samples = static_cast<int>(t.all_per_call.size());
-  t.preempted = t.samples - static_cast<int>(t.kept_per_call.size());
-  t.median_all_s = median(t.all_per_call);
-  t.median_s = static_cast<int>(t.kept_per_call.size()) >= kFewestUndisturbed ? median(t.kept_per_call)
-                                                                               : t.median_all_s;
-  t.min_s = *std::min_element(t.all_per_call.begin(), t.all_per_call.end());
+  pool(t, round);
+  return t;
 }
 
 }  // namespace normkit::bench

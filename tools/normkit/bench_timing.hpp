@@ -52,10 +52,11 @@ struct Timing {
 // the filter kept a biased half of the samples.
 Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingConfig& cfg);
 
-// One more round of time_calls whose samples join those already in t; the
-// figures are then over the pooled samples. The bench times each record in rounds far
-// apart in time, so that a slow spell of the shared host's memory, which
-// lasts minutes, moves the median less than when every sample falls in it.
-void add_round(Timing& t, const std::function<void(std::int64_t)>& call, const TimingConfig& cfg);
+// Adds the samples of `more` (another timing of the same thing) to t; t's
+// figures are then over the pooled samples. The bench times each record in
+// rounds far apart in time, so that a slow spell of the shared host's
+// memory, which lasts minutes, moves the median less than when every sample
+// falls in it; the ceilings pool their measurements the same way.
+void pool(Timing& t, const Timing& more);
 
 }  // namespace normkit::bench
