@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -46,6 +47,15 @@ using reference::budget;
 using reference::growth;
 using reference::half_min_subnormal;
 using reference::unit_roundoff;
+
+// A scale computed from finite operands that overflows the double range:
+// kept finite, as the largest double, so that a comparison sees a scale past
+// every arithmetic's range (where the result may honestly overflow either
+// way), not a non-finite one (which means a non-finite operand). Seen with
+// |gain| = DBL_MAX and |x̂| = 1 + ulp in the oracle.
+inline double saturated(double scale) {
+  return std::isinf(scale) ? std::numeric_limits<double>::max() : scale;
+}
 
 // Dense double copies of a kernel's inputs, and the per-element scales that
 // the budget multiplies. gain and bias are (D) with absent = 1 / 0 already
@@ -84,7 +94,10 @@ inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy
     for (std::int64_t j = 0; j < D; ++j) {
       xhat[j] = (xr[j] - mu) * rstd;
       xerr[j] = shift_err + (std::abs(xr[j] - mu) + 1.0) * lambda;
-      s.y[r * D + j] = std::abs(gain[j]) * (std::abs(xhat[j]) + xerr[j]) + std::abs(bias[j]);
+      const double y_scale = std::abs(gain[j]) * (std::abs(xhat[j]) + xerr[j]) + std::abs(bias[j]);
+      const bool finite_operands = std::isfinite(gain[j]) && std::isfinite(xhat[j]) && std::isfinite(xerr[j]) &&
+                                   std::isfinite(bias[j]);
+      s.y[r * D + j] = finite_operands ? saturated(y_scale) : y_scale;
     }
     if (dy == nullptr) continue;
     // The gradient's terms (g = gain·dy and the row means of g and g·x̂) are
