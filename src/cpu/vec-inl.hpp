@@ -511,7 +511,7 @@ struct NextRows {
   const char* p1 = nullptr;  // the same in a second array, or null
   const char* n0 = nullptr;  // cursor in the next row of the first array (into L1); null: none
   const char* n1 = nullptr;
-  const char* e0 = nullptr;  // non-null: p0 and p1 run ahead in this row and stop at its end, e0 and e1
+  const char* e0 = nullptr;  // non-null: p0 and p1 run ahead in this row, up to its end e0 and e1
   const char* e1 = nullptr;
 
   // Aims the cursors for the rows after this one. row0/row1: this row of one
@@ -556,10 +556,12 @@ struct NextRows {
     p += bytes;
   }
 
-  // fetch<2> of at most the bytes left before e (a wide row's end).
+  // fetch<2> of at most the bytes left before e (a wide row's end); p
+  // becomes null there.
   static HWY_INLINE void fetch_before(const char*& p, const char* e, std::size_t bytes) {
-    if (!p || p >= e) return;
+    if (!p) return;
     fetch<2>(p, std::min(bytes, static_cast<std::size_t>(e - p)));
+    if (p >= e) p = nullptr;
   }
 
   // A pass over this row has covered n more elements; the arrays' elements
@@ -569,6 +571,12 @@ struct NextRows {
   // at its end).
   template <std::size_t S0, std::size_t S1>
   HWY_INLINE void advance(std::size_t n) {
+    // Nothing to fetch: one row, the last, or a wide row's later passes. The
+    // early return keeps a one-row call as fast as before the wide rows'
+    // cursors: f32 LayerNorm, one row of 768, 0.165-0.182 µs before them,
+    // 0.176-0.190 µs with them, 0.173-0.182 µs with this (five alternating
+    // runs each).
+    if (!p0 && !n0) return;
     if (e0) {
       fetch_before(p0, e0, n * S0);
       if constexpr (S1 != 0) fetch_before(p1, e1, n * S1);
