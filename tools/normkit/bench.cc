@@ -327,7 +327,7 @@ class Runner {
       }
     for (int round = 0; round < o_.rounds; ++round)
       for (Cell& c : cells) {
-        if (round > 0 && c.record < 0) continue;  // nothing to time (see add_record)
+        if (round > 0 && c.record < 0) continue;  // nothing to time (see time_one)
         if (!c.op) copy_row(c, round);
         else time_one(c, round);
       }

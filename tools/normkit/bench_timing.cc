@@ -37,6 +37,16 @@ double median(std::vector<double> v) {
 
 constexpr int kFewestUndisturbed = 5;
 
+// The figures of t from its samples.
+void summarize(Timing& t) {
+  t.samples = static_cast<int>(t.all_per_call.size());
+  t.preempted = t.samples - static_cast<int>(t.kept_per_call.size());
+  t.median_all_s = median(t.all_per_call);
+  t.median_s = static_cast<int>(t.kept_per_call.size()) >= kFewestUndisturbed ? median(t.kept_per_call)
+                                                                               : t.median_all_s;
+  t.min_s = *std::min_element(t.all_per_call.begin(), t.all_per_call.end());
+}
+
 }  // namespace
 
 TimingConfig TimingConfig::split(int rounds) const {
@@ -53,12 +63,7 @@ void pool(Timing& t, const Timing& more) {
   t.kept_per_call.insert(t.kept_per_call.end(), more.kept_per_call.begin(), more.kept_per_call.end());
   t.rounds += more.rounds;
   t.calls_per_sample = more.calls_per_sample;
-  t.samples = static_cast<int>(t.all_per_call.size());
-  t.preempted = t.samples - static_cast<int>(t.kept_per_call.size());
-  t.median_all_s = median(t.all_per_call);
-  t.median_s = static_cast<int>(t.kept_per_call.size()) >= kFewestUndisturbed ? median(t.kept_per_call)
-                                                                               : t.median_all_s;
-  t.min_s = *std::min_element(t.all_per_call.begin(), t.all_per_call.end());
+  summarize(t);
 }
 
 Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingConfig& cfg) {
@@ -93,14 +98,12 @@ Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingCon
     if (std::count_if(samples.begin(), samples.end(), undisturbed) >= cfg.min_samples) break;
   }
 
-  Timing round;
-  round.rounds = 1;
-  round.calls_per_sample = t.calls_per_sample;
+  t.rounds = 1;
   for (const Sample& s : samples) {
-    round.all_per_call.push_back(s.per_call);
-    if (undisturbed(s)) round.kept_per_call.push_back(s.per_call);
+    t.all_per_call.push_back(s.per_call);
+    if (undisturbed(s)) t.kept_per_call.push_back(s.per_call);
   }
-  pool(t, round);
+  summarize(t);
   return t;
 }
 
