@@ -8,6 +8,10 @@
 //
 // Views never own memory. An empty data pointer in a vector view means
 // "absent" (an optional weight, bias or statistic that is not wanted).
+//
+// Every view names the device its memory is on: the CPU, or CUDA device
+// `device_index`. All arguments of one call must be on one device, which runs
+// the call (normkit/device.hpp: the stream a CUDA call is ordered on).
 #pragma once
 
 #include <cstddef>
@@ -52,6 +56,7 @@ struct ConstMatrix {
   std::int64_t cols = 0;        // D, the normalized width
   std::int64_t row_stride = 0;  // in elements; >= cols
   Device device = Device::cpu;
+  std::int32_t device_index = 0;  // which CUDA device; 0 on the CPU
 };
 
 // Writable (rows, D) view.
@@ -62,9 +67,10 @@ struct Matrix {
   std::int64_t cols = 0;
   std::int64_t row_stride = 0;
   Device device = Device::cpu;
+  std::int32_t device_index = 0;
 
   operator ConstMatrix() const noexcept {  // NOLINT: a writable view reads too
-    return {data, dtype, rows, cols, row_stride, device};
+    return {data, dtype, rows, cols, row_stride, device, device_index};
   }
 };
 
@@ -74,6 +80,7 @@ struct ConstVector {
   DType dtype = DType::f32;
   std::int64_t size = 0;
   Device device = Device::cpu;
+  std::int32_t device_index = 0;
 
   bool present() const noexcept { return data != nullptr; }
 };
@@ -84,10 +91,11 @@ struct Vector {
   DType dtype = DType::f32;
   std::int64_t size = 0;
   Device device = Device::cpu;
+  std::int32_t device_index = 0;
 
   bool present() const noexcept { return data != nullptr; }
   operator ConstVector() const noexcept {  // NOLINT: a writable view reads too
-    return {data, dtype, size, device};
+    return {data, dtype, size, device, device_index};
   }
 };
 
@@ -116,5 +124,14 @@ template <class T>
 ConstVector vector(const T* p, std::int64_t n) { return {p, dtype_of<T>(), n, Device::cpu}; }
 template <class T>
 Vector vector(T* p, std::int64_t n) { return {p, dtype_of<T>(), n, Device::cpu}; }
+
+// The same view of memory on another device, e.g. a CUDA allocation:
+//   on_device(matrix(p, rows, D), Device::cuda, 0)
+template <class View>
+constexpr View on_device(View v, Device d, std::int32_t index = 0) noexcept {
+  v.device = d;
+  v.device_index = d == Device::cpu ? 0 : index;
+  return v;
+}
 
 }  // namespace normkit

@@ -1,12 +1,12 @@
-// The public entry points: validate every argument, then pick a backend and
-// call its kernel. This is the only place that knows both the public views
-// and the kernel interface.
+// The public entry points: validate every argument, then pick the backend of
+// the device the arguments are on and call it. This is the only place that
+// knows both the public views and the kernel interface.
 #include "normkit/ops.hpp"
 
-#include <cstring>
-
 #include "cpu/kernels.hpp"
+#include "dispatch/backend.hpp"
 #include "dispatch/validate.hpp"
+#include "normkit/device.hpp"
 #include "normkit/version.hpp"
 
 namespace normkit {
@@ -42,8 +42,11 @@ void check_stream_dtype(const Validator& v, const Arg& r, DType x) {
     v.dtype_in(r, {x}, "(the residual stream is in x's dtype)");
 }
 
-void zero(const Vector& v) {
-  if (v.present()) std::memset(v.data, 0, static_cast<std::size_t>(v.size) * dtype_size(v.dtype));
+// Where a call on ref's device runs: its device index and, for CUDA, the
+// calling thread's stream for that device.
+detail::Place place_of(const char* fn, const Arg& ref) {
+  if (ref.device == Device::cpu) return {fn, 0, nullptr};
+  return {fn, ref.device_index, current_stream(ref.device_index)};
 }
 
 // The first present argument's dtype, or `fallback`.
@@ -98,6 +101,8 @@ void forward(const ForwardCall& c) {
   v.dtype_in(rstd, {stat_dtype(x.dtype)}, "(statistics of this x dtype)");
   v.eps(c.eps, x.dtype);
   v.weight_offset(c.weight_offset, weight, x.dtype);
+  v.same_device({residual, h, y, weight, bias, mean, rstd}, x);
+  const detail::Backend& backend = v.backend(x, {x, residual, h, y, weight, bias, mean, rstd});
   v.no_overlap({h, y, mean, rstd}, {x, residual, weight, bias},
                {{"y", "x"}, {"h", "x"}, {"h", "residual"}});
   if (rows == 0) return;
@@ -127,7 +132,7 @@ void forward(const ForwardCall& c) {
       .res_dtype = c.fused ? residual.dtype : x.dtype,
       .w_dtype = first_dtype({weight, bias}, x.dtype),
   };
-  detail::cpu_forward(a);
+  backend.forward(a, place_of(c.fn, x));
 }
 
 struct BackwardCall {
@@ -191,15 +196,13 @@ void backward(const BackwardCall& c) {
   v.same_dtype(dbias, weight);
   v.same_dtype(dbias, dweight);
   v.weight_offset(c.weight_offset, weight, dy.dtype);
+  v.same_device({dh_out, xin, mean, rstd, weight, dx, dweight, dbias}, dy);
+  const detail::Backend& backend = v.backend(dy, {dy, dh_out, xin, mean, rstd, weight, dx, dweight, dbias});
   v.no_overlap({dx, dweight, dbias}, {dy, dh_out, xin, mean, rstd, weight},
                {{"dx", "dy"}, {"dh", "dh_out"}});
-  if (rows == 0) {
-    // A sum over no rows is zero: the parameter gradients are still written.
-    zero(c.dweight);
-    zero(c.dbias);
-    return;
-  }
 
+  // rows == 0 goes to the backend too: it writes the zero parameter
+  // gradients (a sum over no rows) with its device's means.
   const detail::BackwardArgs a{
       .kind = c.kind,
       .rows = rows,
@@ -222,7 +225,7 @@ void backward(const BackwardCall& c) {
       .xin_dtype = xin.dtype,
       .w_dtype = first_dtype({weight, dweight, dbias}, dy.dtype),
   };
-  detail::cpu_backward(a);
+  backend.backward(a, place_of(c.fn, dy));
 }
 
 }  // namespace

@@ -95,10 +95,20 @@ bool identical(const Arg& a, const Arg& b) {
 
 }  // namespace
 
+namespace {
+// "cpu" or "cuda:<index>".
+std::string where(const Arg& a) {
+  if (a.device == Device::cpu) return "cpu";
+  return std::string(device_name(a.device)) + ":" + std::to_string(a.device_index);
+}
+}  // namespace
+
 void Validator::bad_structure(const Arg& a) const {
-  if (a.device != Device::cpu)
-    fail(fn_, a.name, "is on device " + std::string(device_name(a.device)) +
-                          ", expected cpu (this build has no CUDA backend)");
+  if (a.device != Device::cpu && a.device != Device::cuda)
+    fail(fn_, a.name, "has an unknown device (" + std::to_string(static_cast<int>(a.device)) +
+                          "), expected Device::cpu or Device::cuda");
+  if (a.device == Device::cuda && a.device_index < 0)
+    fail(fn_, a.name, "has CUDA device index " + std::to_string(a.device_index) + ", expected >= 0");
   if (a.rows < 0 || a.cols < 0)
     fail(fn_, a.name, "has negative shape (" + num(a.rows) + ", " + num(a.cols) + ")");
   if (a.data == nullptr && a.rows > 0 && a.cols > 0)
@@ -148,6 +158,25 @@ void Validator::bad_weight_offset(double offset, DType x) const {
                                    sci(largest_in_arithmetic(x)) + ")");
   // The only other way to get here: a non-zero offset without a weight.
   fail(fn_, "weight_offset", "is " + sci(offset) + " but weight is absent, expected a weight to offset");
+}
+
+void Validator::other_device(const Arg& a, const Arg& ref) const {
+  fail(fn_, a.name, "is on device " + where(a) + ", expected " + where(ref) + " (the device of " +
+                        std::string(ref.name) + ")");
+}
+
+const Backend& Validator::device_backend(const Arg& ref, std::initializer_list<Arg> args) const {
+  std::string why;
+  const Backend* be = cuda_backend(ref.device_index, why);
+  if (!be) fail(fn_, ref.name, "is on device " + where(ref) + ", expected cpu (" + why + ")");
+  if (be->memory_problem) {
+    for (const Arg& a : args) {
+      if (!has_bytes(a)) continue;
+      const std::string problem = be->memory_problem(a.data, ref.device_index);
+      if (!problem.empty()) fail(fn_, a.name, "is on device " + where(a) + " but its data pointer " + problem);
+    }
+  }
+  return *be;
 }
 
 void Validator::empty_width(std::int64_t rows) const {

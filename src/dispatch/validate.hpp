@@ -10,6 +10,7 @@
 #include <limits>
 #include <string_view>
 
+#include "dispatch/backend.hpp"
 #include "normkit/tensor.hpp"
 
 namespace normkit::detail {
@@ -26,16 +27,21 @@ struct Arg {
   DType dtype = DType::f32;
   std::int64_t rows = 0, cols = 0, row_stride = 0;  // vectors: rows = 1, cols = size
   Device device = Device::cpu;
+  std::int32_t device_index = 0;
   bool present = false;
 
   // A default-constructed view (null data, no rows) is an absent optional.
   static Arg of(std::string_view name, ConstMatrix m) {
     const bool present = m.data != nullptr || m.rows != 0 || m.cols != 0;
-    return {name, m.data, m.dtype, m.rows, m.cols, m.row_stride, m.device, present};
+    return {name, m.data, m.dtype, m.rows, m.cols, m.row_stride, m.device, m.device_index, present};
   }
   static Arg of(std::string_view name, ConstVector v) {
     const bool present = v.data != nullptr || v.size != 0;
-    return {name, v.data, v.dtype, 1, v.size, v.size, v.device, present};
+    return {name, v.data, v.dtype, 1, v.size, v.size, v.device, v.device_index, present};
+  }
+  // Same device: the index counts only for CUDA (the CPU is one device).
+  bool same_device(const Arg& b) const {
+    return device == b.device && (device == Device::cpu || device_index == b.device_index);
   }
 };
 
@@ -47,11 +53,12 @@ class Validator {
  public:
   explicit Validator(std::string_view fn) : fn_(fn) {}
 
-  // Structural checks of one view: device, non-negative sizes, no null data
-  // with a non-zero size, row_stride >= D.
+  // Structural checks of one view: a known device, non-negative sizes, no
+  // null data with a non-zero size, row_stride >= D.
   void structure(const Arg& a) const {
-    if (a.present && (a.device != Device::cpu || a.rows < 0 || a.cols < 0 ||
-                      (a.data == nullptr && a.rows > 0 && a.cols > 0) || (a.rows > 1 && a.row_stride < a.cols)))
+    if (a.present && ((a.device != Device::cpu && (a.device != Device::cuda || a.device_index < 0)) ||
+                      a.rows < 0 || a.cols < 0 || (a.data == nullptr && a.rows > 0 && a.cols > 0) ||
+                      (a.rows > 1 && a.row_stride < a.cols)))
       bad_structure(a);
   }
 
@@ -95,6 +102,20 @@ class Validator {
     if (rows > 0 && D == 0) empty_width(rows);
   }
 
+  // Every present argument on the device of `ref` (x, or dy), which runs
+  // the call.
+  void same_device(std::initializer_list<Arg> args, const Arg& ref) const {
+    for (const Arg& a : args)
+      if (a.present && !a.same_device(ref)) other_device(a, ref);
+  }
+  // The backend of ref's device; an Error naming ref when this build or
+  // machine cannot run it. For CUDA, also checks that the device can
+  // access every present argument's memory.
+  const Backend& backend(const Arg& ref, std::initializer_list<Arg> args) const {
+    if (ref.device == Device::cpu) return cpu_backend();
+    return device_backend(ref, args);
+  }
+
   // Outputs must not overlap each other at all, and may overlap an input
   // only exactly (same pointer, stride and dtype) when that pair is listed
   // as allowed in-place.
@@ -120,6 +141,8 @@ class Validator {
   [[noreturn]] void bad_eps(double eps, DType x) const;
   [[noreturn]] void bad_weight_offset(double offset, DType x) const;
   [[noreturn]] void empty_width(std::int64_t rows) const;
+  [[noreturn]] void other_device(const Arg& a, const Arg& ref) const;
+  const Backend& device_backend(const Arg& ref, std::initializer_list<Arg> args) const;
 
   std::string_view fn_;
 };

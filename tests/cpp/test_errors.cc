@@ -190,7 +190,7 @@ TEST(Errors, NullPointersAndStrides) {
     ConstMatrix x = s.x.cmat();
     x.device = Device::cuda;
     rms_norm(x, {}, 1e-5, s.y.mat());
-  }, {"x is on device cuda, expected cpu"});
+  }, {"y is on device cpu, expected cuda:0 (the device of x)"});
 }
 
 TEST(Errors, Overlap) {
