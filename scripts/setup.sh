@@ -1,16 +1,31 @@
 #!/usr/bin/env bash
 # Installs everything normkit needs on a fresh Debian 12 machine: the
-# toolchain and libraries from Debian, the Python side from PyPI.
+# toolchain and libraries from Debian, the Python side from PyPI into a
+# virtual environment in the checkout (.venv/), which every script uses.
+#   scripts/setup.sh          what the demo needs (build, lab, bench, plots)
+#   scripts/setup.sh --test   also what the tests need (bindings, PyTorch, pytest)
 # Idempotent: packages already present are not reinstalled.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-debs=(cmake ninja-build g++ pkg-config
+test_deps=0
+case "${1:-}" in
+  "") ;;
+  --test) test_deps=1 ;;
+  *) echo "usage: scripts/setup.sh [--test]" >&2; exit 2 ;;
+esac
+
+debs=(cmake ninja-build g++ pkg-config ca-certificates
+      python3 python3-venv python3-dev  # the virtual environment and the bindings' headers
       libhwy-dev            # Google Highway: SIMD kernels with run-time dispatch
       libgtest-dev googletest libbenchmark-dev
       libomp-dev            # OpenMP (g++ brings libgomp; clang's runtime for the fuzzer build)
       libdnnl-dev           # oneDNN: the baseline `normkit bench` compares against
-      libopenblas-dev       # matrix products of the lab's transformer step
-      clang-14 libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes
+      ocl-icd-opencl-dev    # OpenCL headers: Debian's oneDNN CMake package requires them
+      libopenblas-dev)      # matrix products of the lab's transformer step and the model
+if ((test_deps)); then
+  debs+=(clang-14 libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes
+fi
 
 missing=()
 for p in "${debs[@]}"; do
@@ -18,8 +33,20 @@ for p in "${debs[@]}"; do
 done
 if ((${#missing[@]})); then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup: installing ${#missing[@]} Debian packages: ${missing[*]}"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-python3 -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/requirements.txt"
+# Debian's Python refuses packages from pip outside a virtual environment
+# (PEP 668), and a user's own python3 should stay untouched too. A venv that
+# no longer runs (its python3 was removed or upgraded) is made anew.
+if ! .venv/bin/python -c "" 2>/dev/null; then
+  echo "setup: creating the virtual environment .venv with $(command -v python3)"
+  rm -rf .venv
+  python3 -m venv .venv
+fi
+reqs=(-r scripts/requirements.txt)
+((test_deps)) && reqs+=(-r scripts/requirements-test.txt)
+echo "setup: Python packages into .venv (${reqs[*]})"
+.venv/bin/python -m pip install -q --disable-pip-version-check "${reqs[@]}"

@@ -2,13 +2,29 @@
 # Sets up a fresh machine and runs every test: the C++ suite (warnings as
 # errors), the same suite under AddressSanitizer + UndefinedBehaviorSanitizer,
 # a bounded libFuzzer run, and the Python suite. Ends with pytest's summary line.
+#
+# NORMKIT_TEST_STAGES=build stops after setup, configure and build (the C++
+# suite and the Python package): what scripts/check-fresh.sh runs on a bare
+# Debian root, where the full suite would take too long.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+stages="${NORMKIT_TEST_STAGES:-all}"
+case "$stages" in
+  all|build) ;;
+  *) echo "NORMKIT_TEST_STAGES must be 'all' or 'build', got '$stages'" >&2; exit 2 ;;
+esac
+bash scripts/setup.sh --test
+py=.venv/bin/python
 
 echo "== C++ suite (release, -Werror)"
 cmake --preset ci >/dev/null
 cmake --build --preset ci
+echo "== Python package into .venv"
+"$py" -m pip install -q --disable-pip-version-check --no-build-isolation .
+if [ "$stages" = build ]; then
+  echo "test.sh: configured and built (NORMKIT_TEST_STAGES=build); no test was run"
+  exit 0
+fi
 ctest --preset ci -j2
 
 echo "== C++ suite under ASan + UBSan"
@@ -23,5 +39,4 @@ echo "== libFuzzer over the public API: 60000 runs from the seed corpus, seed 1"
 bash scripts/fuzz.sh 300 -seed=1 -runs=60000
 
 echo "== Python suite"
-python3 -m pip install -q --disable-pip-version-check --no-build-isolation .
-python3 -m pytest -q tests/python
+"$py" -m pytest -q tests/python

@@ -223,10 +223,29 @@ TEST(LabCli, SubsetRunsOnlyThoseChecks) {
   EXPECT_NE(out.find("2 of 2 checks passed"), std::string::npos);
 }
 
+TEST(LabCli, SummaryIsOneLinePerCheckWithItsHeadline) {
+  std::string out;
+  ASSERT_EQ(cli({}, &out), 0);
+  std::size_t lines = 0;
+  for (const char ch : out) lines += ch == '\n' ? 1 : 0;
+  EXPECT_EQ(lines, all_checks().size() + 1) << out;
+  // Every headline names values that its check records: a renamed value
+  // would leave the headline empty.
+  for (const Check& c : all_checks()) {
+    const Result r = run_check(c, library_norms());
+    EXPECT_FALSE(headline(c, r).empty()) << c.id;
+  }
+  std::string verbose;
+  ASSERT_EQ(cli({"-v", "worked_examples"}, &verbose), 0);
+  EXPECT_NE(verbose.find("| expected"), std::string::npos) << verbose;
+}
+
 TEST(LabCli, FailingCheckGivesExitStatusOne) {
   std::ostringstream o, e;
   EXPECT_EQ(run_cli({"feature_axis_causality"}, o, e, sequence_axis_norms(kCausalityT)), 1);
   EXPECT_NE(o.str().find("[FAIL] feature_axis_causality"), std::string::npos);
+  // The summary line names the comparison that failed.
+  EXPECT_NE(o.str().find("expected"), std::string::npos) << o.str();
 }
 
 TEST(LabCli, MarkdownReport) {

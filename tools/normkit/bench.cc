@@ -5,9 +5,13 @@
 // ceilings), carve the op's buffers, fill its inputs, prepare the call, time
 // it (warm-up, then the median of many samples), and keep a Record. Then
 // print the tables and the targets, or the records as JSON.
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -50,6 +54,11 @@ options:
   --smoke            a tiny run that only checks the bench works (seconds);
                      its numbers mean nothing
   --json             print the records as a JSON list on stdout (no tables)
+  --out DIR          write the run into DIR: records.json (every record) and
+                     tables.txt (the full tables, ceilings and targets)
+  --verbose          print the full tables and the ceilings, not the summary
+  --targets          also print the team's targets (docs/benchmarks.md) as
+                     met / not met with the numbers that decide them
   --positive-inputs  x and the residual all positive (the same magnitudes):
                      a row mean beyond std/4, so LayerNorm takes its
                      centred statistics pass (docs/kernels.md)
@@ -88,8 +97,12 @@ involuntary context switch). The count is the pre% column; the median over
 all samples is in the JSON.
 
 The naive baseline runs on one thread only. Every implementation is checked
-against the fp64 oracle before it is timed. Targets (docs/benchmarks.md) are
-printed after the tables as met / not met with their numbers.
+against the fp64 oracle before it is timed.
+
+Output: a summary table (each op and dtype at the widest D beyond cache:
+GB/s, % of the ceiling, speed-up over oneDNN and the naive loop, on every
+thread count; one row of the widest --row-D), then the files written. On a
+terminal a progress line shows what is being timed and the time left.
 
 JSON records: impl, op, norm, pass, dtype, param_dtype, rows, D, threads,
 size_class, where (L1/L2/L3/DRAM: where the rotated buffers fit), inputs
@@ -115,6 +128,9 @@ struct Options {
   int rounds = 3;
   double ceiling_refresh_seconds = 20;  // see Ceilings
   bool json = false;
+  bool verbose = false;  // --verbose: the full tables on stdout
+  bool targets = false;  // --targets
+  std::string out_dir;   // --out
   bool positive = false;  // --positive-inputs
   bool f32_params = false;  // --f32-params
   std::string output;
@@ -214,6 +230,14 @@ bool parse(int argc, char** argv, Options& o) {
       o.json = true;
       continue;
     }
+    if (a == "--verbose" || a == "-v") {
+      o.verbose = true;
+      continue;
+    }
+    if (a == "--targets") {
+      o.targets = true;
+      continue;
+    }
     if (a == "--positive-inputs") {
       o.positive = true;
       continue;
@@ -225,6 +249,7 @@ bool parse(int argc, char** argv, Options& o) {
     if (i + 1 >= argc) throw std::invalid_argument("unknown option or missing value: '" + a + "'");
     const std::string v = argv[++i];
     if (a == "--output") o.output = v;
+    else if (a == "--out") o.out_dir = v;
     else if (a == "--ops") op_items = split(v);
     else if (a == "--norms") norm_items = split(v);
     else if (a == "--dtypes") {
@@ -325,12 +350,18 @@ class Runner {
               for (const Impl& impl : impls())
                 if (wanted(impl) && (impl.threaded || t == 1)) cells.push_back({c, D, op, dt, t, &impl});
       }
+    visits_ = static_cast<std::int64_t>(cells.size()) * o_.rounds;
+    start_ = std::chrono::steady_clock::now();
     for (int round = 0; round < o_.rounds; ++round)
       for (Cell& c : cells) {
-        if (round > 0 && c.record < 0) continue;  // nothing to time (see time_one)
+        if (round > 0 && c.record < 0) {  // nothing to time (see time_one)
+          --visits_;
+          continue;
+        }
         if (!c.op) copy_row(c, round);
         else time_one(c, round);
       }
+    if (tty_) std::fputs("\r\033[K", stderr);
     // The ceilings pool every measurement of the run, so the percentages
     // are computed now, from the final figures.
     for (Record& r : records_) set_ceiling(r, ceilings_.at(r.working_set, r.sets, r.threads));
@@ -364,10 +395,12 @@ class Runner {
     const Op& op = *c.op;
     if (round == 0) {
       auto param = impl.param_dtype(op, c.dt);
-      if (!param) return;
-      if (o_.f32_params && (c.dt == DType::bf16 || c.dt == DType::f16) && *param != DType::f32) {
-        if (!impl.f32_params) return;  // like against like, or not at all
-        param = DType::f32;
+      // A cell with no record is not timed in any round.
+      if (o_.f32_params && param && (c.dt == DType::bf16 || c.dt == DType::f16) && *param != DType::f32)
+        param = impl.f32_params ? std::optional<DType>(DType::f32) : std::nullopt;  // like against like
+      if (!param) {
+        --visits_;
+        return;
       }
       const Shape s{rows_for(c.size_class, c.D, o_), c.D, c.dt, *param};
       const std::int64_t stride = set_stride(op, s);
@@ -454,15 +487,18 @@ class Runner {
     r.pct_of_ceiling = 100.0 * r.gbps / r.ceiling_gbps;
   }
 
-  // Prints a progress line: the record's figures over the rounds so far,
-  // with the ceiling as far as it is known now.
-  void progress(Record& r, int round) {
-    set_ceiling(r, ceilings_.at(r.working_set, r.sets, r.threads));
-    std::fprintf(stderr, "  %d/%d %-8s %-20s %-5.*s D=%-6lld rows=%-6lld %dt  %10.1f us  %6.1f GB/s  %5.1f%%\n",
-                 round + 1, o_.rounds, r.impl.c_str(), r.op.c_str(),
-                 static_cast<int>(dtype_name(r.shape.act).size()), dtype_name(r.shape.act).data(),
-                 static_cast<long long>(r.shape.D), static_cast<long long>(r.shape.rows), r.threads,
-                 r.timing.median_s * 1e6, r.gbps, r.pct_of_ceiling);
+  // On a terminal, one line that says what is being timed, how far the run
+  // is and about how long is left; nothing otherwise, so logs stay clean.
+  void progress(const Record& r, int round) {
+    ++visited_;
+    if (!tty_) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double left = elapsed / static_cast<double>(visited_) * static_cast<double>(visits_ - visited_);
+    std::fprintf(stderr, "\r\033[Kbench: %lld/%lld  round %d/%d  %s %s %.*s D=%lld %dt  ~%.0f s left",
+                 static_cast<long long>(visited_), static_cast<long long>(visits_), round + 1, o_.rounds,
+                 r.impl.c_str(), r.op.c_str(), static_cast<int>(dtype_name(r.shape.act).size()),
+                 dtype_name(r.shape.act).data(), static_cast<long long>(r.shape.D), r.threads, left);
+    std::fflush(stderr);
   }
 
   // What the arena's inputs were last filled for.
@@ -476,6 +512,9 @@ class Runner {
   };
 
   const Options& o_;
+  const bool tty_ = isatty(fileno(stderr)) != 0;
+  std::int64_t visits_ = 0, visited_ = 0;  // timings of the whole run, and done so far
+  std::chrono::steady_clock::time_point start_;
   TimingConfig round_timing_;  // o.timing's share of one round
   Filled filled_;
   Arena arena_;
@@ -520,7 +559,14 @@ int bench_main(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
+  if (!o.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.out_dir, ec);
+    if (ec || !std::filesystem::is_directory(o.out_dir))
+      throw std::runtime_error("--out: cannot create the directory '" + o.out_dir + "'");
+  }
   RunInfo info;
+  info.quick = std::any_of(argv, argv + argc, [](const char* a) { return std::string_view(a) == "--quick"; });
   info.load_before = load_average();
   Runner runner(o);
   runner.run_all();
@@ -536,18 +582,41 @@ int bench_main(int argc, char** argv) {
   info.cache_elements = o.cache_elements;
   info.rotate_bytes = o.rotate_bytes;
 
+  const auto write_tables = [&](std::FILE* f) {
+    print_tables(f, runner.records(), info);
+    print_ceilings(f, runner.ceilings(), runner.caches());
+  };
   if (o.json) {
     write_json(stdout, runner.records());
   } else {
-    print_tables(stdout, runner.records(), info);
-    print_ceilings(stdout, runner.ceilings(), runner.caches());
-    print_targets(stdout, runner.records());
+    if (o.verbose)
+      write_tables(stdout);
+    else
+      print_summary(stdout, runner.records(), info);
+    if (o.targets) print_targets(stdout, runner.records());
   }
+  const auto open_for_writing = [](const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) throw std::runtime_error("cannot write '" + path + "'");
+    return f;
+  };
   if (!o.output.empty()) {
-    std::FILE* f = std::fopen(o.output.c_str(), "w");
-    if (!f) throw std::runtime_error("cannot write '" + o.output + "'");
+    std::FILE* f = open_for_writing(o.output);
     write_json(f, runner.records());
     std::fclose(f);
+  }
+  if (!o.out_dir.empty()) {
+    const std::filesystem::path dir(o.out_dir);
+    std::FILE* f = open_for_writing((dir / "records.json").string());
+    write_json(f, runner.records());
+    std::fclose(f);
+    f = open_for_writing((dir / "tables.txt").string());
+    write_tables(f);
+    print_targets(f, runner.records());
+    std::fclose(f);
+    if (!o.json)
+      std::printf("\nall records: %s; full tables, ceilings and targets: %s\n",
+                  (dir / "records.json").c_str(), (dir / "tables.txt").c_str());
   }
   return 0;
 }

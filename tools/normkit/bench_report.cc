@@ -201,6 +201,85 @@ void print_tables(std::FILE* out, const std::vector<Record>& rs, const RunInfo& 
     }
 }
 
+void print_summary(std::FILE* out, const std::vector<Record>& rs, const RunInfo& info) {
+  std::fprintf(out, "normkit bench%s — %s; oneDNN: %s\n", info.quick ? " --quick" : "", info.cpu.c_str(),
+               info.onednn.c_str());
+  const auto normkit_in = [&](std::string_view c) {
+    return std::any_of(rs.begin(), rs.end(), [&](const Record& r) { return r.impl == "normkit" && r.size_class == c; });
+  };
+  const std::string_view cls = normkit_in("dram") ? "dram" : normkit_in("cache") ? "cache" : "";
+  const auto threads = distinct<int>(rs, [](const Record& r) { return r.threads; });
+  const auto dtypes = distinct<DType>(rs, [](const Record& r) { return r.shape.act; });
+  if (!cls.empty()) {
+    std::int64_t D = 0, rows = 0;
+    std::string where;
+    for (const Record& r : rs)
+      if (r.impl == "normkit" && r.size_class == cls && r.shape.D > D)
+        D = r.shape.D, rows = r.shape.rows, where = r.where;
+    std::fprintf(out,
+                 "\nEvery op at D = %lld, %lld rows, %s (%s): GB/s it moves; %% of the ceiling (the copy and\n"
+                 "read bandwidth measured in this run, for the same bytes); x: how many times faster than oneDNN\n"
+                 "and than the naive scalar loop a user would write (on one thread); -: not available.\n",
+                 static_cast<long long>(D), static_cast<long long>(rows),
+                 cls == "dram" ? "buffers rotated beyond the caches" : "cache-resident", where.c_str());
+    std::fprintf(out, "%-19s %-4s", "", "");
+    for (int t : threads) std::fprintf(out, " | %-27s", (std::to_string(t) + (t == 1 ? " thread" : " threads")).c_str());
+    std::fprintf(out, "\n%-19s %-4s", "op", "");
+    for (std::size_t i = 0; i < threads.size(); ++i)
+      std::fprintf(out, " | %5s %5s %7s %6s", "GB/s", "%ceil", "xoneDNN", "xnaive");
+    std::fprintf(out, "\n");
+    const auto times = [](const Record* other, const Record& n) {
+      char buf[16];
+      if (!other) return std::string("-");
+      std::snprintf(buf, sizeof buf, "%.2f", other->timing.median_s / n.timing.median_s);
+      return std::string(buf);
+    };
+    for (const Op& op : kOps)
+      for (DType dt : dtypes) {
+        bool any = false;
+        for (int t : threads) any = any || find(rs, "normkit", op.name, dt, D, t, cls);
+        if (!any) continue;
+        std::fprintf(out, "%-19.*s %-4.*s", static_cast<int>(op.name.size()), op.name.data(),
+                     static_cast<int>(dtype_name(dt).size()), dtype_name(dt).data());
+        for (int t : threads) {
+          const Record* n = find(rs, "normkit", op.name, dt, D, t, cls);
+          if (!n) {
+            std::fprintf(out, " | %5s %5s %7s %6s", "-", "-", "-", "-");
+            continue;
+          }
+          std::fprintf(out, " | %5.1f %4.0f%% %7s %6s", n->gbps, n->pct_of_ceiling,
+                       times(find(rs, "onednn", op.name, dt, D, t, cls), *n).c_str(),
+                       times(find(rs, "naive", op.name, dt, D, 1, cls), *n).c_str());
+        }
+        std::fprintf(out, "\n");
+      }
+    std::fprintf(out, "ceiling (copy GB/s at this size):");
+    for (int t : threads)
+      if (const Record* r = find(rs, "normkit", kOps[0].name, DType::f32, D, t, cls))
+        std::fprintf(out, " %.1f on %d thread%s", r->copy_gbps, t, t == 1 ? "" : "s");
+    std::fprintf(out, "\n");
+  }
+  // One row: the widest row timed, f32 forward on one thread.
+  std::int64_t rowD = 0;
+  for (const Record& r : rs)
+    if (r.impl == "normkit" && r.size_class == "row") rowD = std::max(rowD, r.shape.D);
+  if (rowD > 0) {
+    std::fprintf(out, "one row of D = %lld, f32, 1 thread (a decode step):", static_cast<long long>(rowD));
+    for (const Op& op : kOps) {
+      if (op.pass != Pass::forward) continue;
+      const Record* n = find(rs, "normkit", op.name, DType::f32, rowD, 1, "row");
+      if (!n) continue;
+      std::fprintf(out, " %.*s %.3f us", static_cast<int>(op.name.size()), op.name.data(), us(*n));
+      if (const Record* o = find(rs, "onednn", op.name, DType::f32, rowD, 1, "row"))
+        std::fprintf(out, " (oneDNN %.3f)", us(*o));
+      std::fprintf(out, ";");
+    }
+    if (const Record* c = find(rs, "ceiling", "copy_row", DType::f32, rowD, 1, "row"))
+      std::fprintf(out, " copying the row %.3f us", us(*c));
+    std::fprintf(out, "\n");
+  }
+}
+
 void print_targets(std::FILE* out, const std::vector<Record>& rs) {
   long long samples = 0, preempted = 0;
   for (const Record& r : rs) {

@@ -39,7 +39,13 @@ struct RunInfo {
   std::string onednn;        // version, or "not built"
   std::string load_before, load_after;  // /proc/loadavg at the start and the end
   std::int64_t dram_elements = 0, cache_elements = 0, rotate_bytes = 0;
+  bool quick = false;        // --quick: one round of short timings
 };
+
+// A screenful for a person: each op and dtype at the widest D (beyond cache
+// if the run has it): GB/s, % of the ceiling, and the speed-up over each
+// other implementation, per thread count; one row; the copy ceilings.
+void print_summary(std::FILE* out, const std::vector<Record>& records, const RunInfo& info);
 
 // Tables grouped by size class and thread count, then the ratios.
 void print_tables(std::FILE* out, const std::vector<Record>& records, const RunInfo& info);

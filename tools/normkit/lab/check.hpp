@@ -73,6 +73,9 @@ struct Check {
   std::string_view id;
   std::string_view establishes;  // one sentence
   void (*run)(const Norms& norms, Recorder& rec);
+  // The figure a reader looks at first, from the run's values: one short
+  // phrase for the one-line summary (the rows hold the rest).
+  std::string (*headline)(const Result& r) = nullptr;
 };
 
 // Every check, in the order the lab runs them.
@@ -82,6 +85,10 @@ const Check* find_check(std::string_view id);
 // Runs one check against `norms`; an exception inside the check is recorded
 // as a failing row, not propagated.
 Result run_check(const Check& check, const Norms& norms);
+
+// The headline of a run of `check` ("" when it has none or its values are
+// missing, as after an exception).
+std::string headline(const Check& check, const Result& r);
 
 // Number formatting shared by the checks and the reports.
 std::string fmt(double v, int digits = 6);

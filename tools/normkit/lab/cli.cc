@@ -10,17 +10,19 @@ namespace normkit::lab {
 namespace {
 
 constexpr const char* kHelp =
-    "usage: normkit lab [--json] [--report FILE.md] [--list] [ID ...]\n"
+    "usage: normkit lab [-v] [--json] [--report FILE.md] [--list] [ID ...]\n"
     "\n"
     "Runs the normalization lab: named checks that reproduce the worked results of\n"
     "the source texts and verify the contracts of LayerNorm and RMSNorm through\n"
-    "normkit's public API, in every dtype where a check is meaningful. Each check\n"
-    "prints what it establishes, the measured values, the expected values or\n"
-    "bounds, and PASS/FAIL. The exit status is 1 if any check fails.\n"
+    "normkit's public API, in every dtype where a check is meaningful. Prints one\n"
+    "line per check: PASS/FAIL, its key figure and what it establishes (or its\n"
+    "first failing comparison). The exit status is 1 if any check fails.\n"
     "\n"
     "options:\n"
     "  ID ...            run only these checks (see --list)\n"
     "  --list            print the check ids and what each establishes, then exit\n"
+    "  -v, --verbose     print every comparison: what was compared, the measured\n"
+    "                    value, the expected value or bound, ok/FAIL/info\n"
     "  --json            print the run as JSON: {\"checks\": [{\"id\", \"passed\",\n"
     "                    \"values\": {name: number}, ...}]}\n"
     "  --report FILE.md  also write the run as a Markdown report to FILE.md\n"
@@ -30,7 +32,7 @@ constexpr const char* kHelp =
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
             const Norms& norms) {
-  bool json = false, list = false;
+  bool json = false, list = false, verbose = false;
   std::string report_path;
   std::vector<const Check*> selected;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -41,6 +43,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     }
     if (a == "--json") {
       json = true;
+    } else if (a == "--verbose" || a == "-v") {
+      verbose = true;
     } else if (a == "--list") {
       list = true;
     } else if (a == "--report") {
@@ -78,8 +82,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   if (json)
     write_json(out, results, norms.name);
-  else
+  else if (verbose)
     write_text(out, results);
+  else
+    write_summary(out, results);
   if (!report_path.empty()) {
     std::ofstream f(report_path);
     if (f) write_markdown(f, results, norms.name);
@@ -87,6 +93,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       err << "normkit lab: could not write the report to '" << report_path << "'\n";
       return 1;
     }
+    if (!json) out << "every comparison: " << report_path << "\n";
   }
   return all_passed ? 0 : 1;
 }

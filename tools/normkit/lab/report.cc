@@ -1,5 +1,6 @@
 #include "lab/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -73,6 +74,27 @@ void write_text(std::ostream& out, const std::vector<Result>& results) {
           << "  | expected " << row.expected << "\n";
     }
     out << "\n";
+  }
+  out << count_passed(results) << " of " << results.size() << " checks passed\n";
+}
+
+void write_summary(std::ostream& out, const std::vector<Result>& results) {
+  std::size_t width = 0;
+  for (const Result& r : results) width = std::max(width, r.id.size());
+  for (const Result& r : results) {
+    out << (r.passed ? "[PASS] " : "[FAIL] ") << r.id << std::string(width - r.id.size() + 2, ' ');
+    const Check* c = find_check(r.id);
+    const std::string figure = c ? headline(*c, r) : "";
+    if (!r.passed) {
+      // The first failing comparison says more than any headline.
+      for (const Row& row : r.rows)
+        if (row.ok.has_value() && !*row.ok) {
+          out << row.what << ": " << row.measured << ", expected " << row.expected << "\n";
+          break;
+        }
+    } else {
+      out << (figure.empty() ? "" : figure + ". ") << r.establishes << "\n";
+    }
   }
   out << count_passed(results) << " of " << results.size() << " checks passed\n";
 }

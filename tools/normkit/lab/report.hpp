@@ -1,5 +1,5 @@
-// The three renderings of a lab run: plain text for the terminal, JSON for
-// machines, Markdown for a report file.
+// The renderings of a lab run: a summary and the full text for the
+// terminal, JSON for machines, Markdown for a report file.
 #pragma once
 
 #include <ostream>
@@ -9,6 +9,10 @@
 
 namespace normkit::lab {
 
+// One line per check: PASS/FAIL, id, its headline figure and what it
+// establishes (or its first failing comparison), then the count passed.
+void write_summary(std::ostream& out, const std::vector<Result>& results);
+// Every comparison of every check (--verbose).
 void write_text(std::ostream& out, const std::vector<Result>& results);
 // {"norms": ..., "passed": bool, "checks": [{"id", "establishes", "passed",
 // "seconds", "values": {name: number}, "rows": [...]}]}. Non-finite numbers
