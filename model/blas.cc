@@ -1,0 +1,32 @@
+#include "model/blas.hpp"
+
+#include <cblas.h>
+
+namespace normkit::model {
+
+namespace {
+
+CBLAS_TRANSPOSE op(bool t) { return t ? CblasTrans : CblasNoTrans; }
+blasint n32(std::int64_t v) { return static_cast<blasint>(v); }
+
+}  // namespace
+
+template <>
+void gemm<float>(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                 const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
+                 std::int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, op(trans_a), op(trans_b), n32(M), n32(N), n32(K), alpha, A, n32(lda), B,
+              n32(ldb), beta, C, n32(ldc));
+}
+
+template <>
+void gemm<double>(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, double alpha,
+                  const double* A, std::int64_t lda, const double* B, std::int64_t ldb, double beta,
+                  double* C, std::int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, op(trans_a), op(trans_b), n32(M), n32(N), n32(K), alpha, A, n32(lda), B,
+              n32(ldb), beta, C, n32(ldc));
+}
+
+void set_blas_threads(int n) { openblas_set_num_threads(n); }
+
+}  // namespace normkit::model

@@ -1,0 +1,74 @@
+#include "model/config.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace normkit::model {
+
+std::string_view placement_name(Placement p) noexcept {
+  switch (p) {
+    case Placement::pre: return "pre";
+    case Placement::post: return "post";
+    case Placement::sandwich: return "sandwich";
+    case Placement::output: return "output";
+    case Placement::none: return "none";
+    case Placement::deepnorm: return "deepnorm";
+  }
+  return "?";
+}
+
+std::string_view norm_kind_name(NormKind k) noexcept {
+  return k == NormKind::layer_norm ? "layernorm" : "rmsnorm";
+}
+
+Placement parse_placement(std::string_view name) {
+  for (Placement p : kPlacements)
+    if (placement_name(p) == name) return p;
+  throw std::invalid_argument("unknown placement '" + std::string(name) +
+                              "' (expected pre, post, sandwich, output, none or deepnorm)");
+}
+
+NormKind parse_norm_kind(std::string_view name) {
+  for (NormKind k : kNormKinds)
+    if (norm_kind_name(k) == name) return k;
+  throw std::invalid_argument("unknown norm '" + std::string(name) + "' (expected layernorm or rmsnorm)");
+}
+
+namespace {
+
+void require_positive(const char* field, std::int64_t v) {
+  if (v < 1)
+    throw std::invalid_argument(std::string("model config: ") + field + " = " + std::to_string(v) +
+                                ", expected at least 1");
+}
+
+}  // namespace
+
+void validate(const Config& c) {
+  require_positive("vocab", c.vocab);
+  require_positive("context", c.context);
+  require_positive("width", c.width);
+  require_positive("heads", c.heads);
+  require_positive("ffn", c.ffn);
+  require_positive("depth", c.depth);
+  if (c.width % c.heads != 0)
+    throw std::invalid_argument("model config: heads = " + std::to_string(c.heads) +
+                                " does not divide width = " + std::to_string(c.width));
+  bool known = false;
+  for (Placement p : kPlacements) known = known || p == c.placement;
+  if (!known)
+    throw std::invalid_argument("model config: unknown placement (enum value " +
+                                std::to_string(static_cast<int>(c.placement)) + ")");
+  if (c.norm != NormKind::layer_norm && c.norm != NormKind::rms_norm)
+    throw std::invalid_argument("model config: unknown norm (enum value " +
+                                std::to_string(static_cast<int>(c.norm)) + ")");
+  if (!(std::isfinite(c.eps) && c.eps >= 0))
+    throw std::invalid_argument("model config: eps = " + std::to_string(c.eps) +
+                                ", expected finite and >= 0");
+}
+
+double deepnorm_alpha(const Config& c) { return std::pow(2.0 * static_cast<double>(c.depth), 0.25); }
+double deepnorm_beta(const Config& c) { return std::pow(8.0 * static_cast<double>(c.depth), -0.25); }
+
+}  // namespace normkit::model

@@ -1,0 +1,58 @@
+// normkit model — the configuration of the decoder-only language model.
+//
+// A block has two sublayers S (causal self-attention, then a GELU MLP), each
+// acting on the residual stream x with the norms N placed as:
+//   pre       x + S(N(x))
+//   post      N(x + S(x))
+//   sandwich  x + N_b(S(N_a(x)))
+//   output    x + N(S(x))
+//   none      x + S(x)
+//   deepnorm  N(α·x + S(x)), with DeepNet's α and β initialization
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace normkit::model {
+
+enum class Placement : std::uint8_t { pre, post, sandwich, output, none, deepnorm };
+enum class NormKind : std::uint8_t { layer_norm, rms_norm };
+
+inline constexpr Placement kPlacements[] = {Placement::pre,    Placement::post, Placement::sandwich,
+                                            Placement::output, Placement::none, Placement::deepnorm};
+inline constexpr NormKind kNormKinds[] = {NormKind::layer_norm, NormKind::rms_norm};
+
+std::string_view placement_name(Placement p) noexcept;
+std::string_view norm_kind_name(NormKind k) noexcept;
+// Parse a name as printed above ("pre", ..., "layernorm" / "rmsnorm"); an
+// unknown name throws std::invalid_argument that quotes it and lists the
+// accepted ones.
+Placement parse_placement(std::string_view name);
+NormKind parse_norm_kind(std::string_view name);
+
+struct Config {
+  std::int64_t vocab = 0;     // V: token ids are in [0, V)
+  std::int64_t context = 64;  // longest sequence; positions are learned
+  std::int64_t width = 64;    // D, the residual stream's width
+  std::int64_t heads = 4;     // must divide D
+  std::int64_t ffn = 256;     // F, the MLP's hidden width
+  std::int64_t depth = 2;     // blocks
+  Placement placement = Placement::pre;
+  NormKind norm = NormKind::layer_norm;
+  bool final_norm = true;       // a norm between the last block and the LM head
+  bool tie_embeddings = false;  // the LM head is the token embedding, transposed
+  double eps = 1e-5;
+};
+
+// Throws std::invalid_argument naming the first bad field and its value,
+// e.g. "model config: heads = 3 does not divide width = 8".
+void validate(const Config& c);
+
+// DeepNet's constants for a decoder-only stack of N = depth blocks (Wang et
+// al. 2022, "DeepNet: Scaling Transformers to 1,000 Layers", table 1):
+// the residual is scaled by α = (2N)^(1/4) and the value, output and MLP
+// projections are initialized with gain β = (8N)^(-1/4).
+double deepnorm_alpha(const Config& c);
+double deepnorm_beta(const Config& c);
+
+}  // namespace normkit::model

@@ -1,0 +1,146 @@
+// normkit model — a decoder-only language model whose every norm is a normkit
+// call, with its forward and backward written out.
+//
+//   tokens, targets : (B, T) token ids, T <= context
+//   x (stream)      : (rows, D), rows = B·T
+//   logits          : (rows, V)
+//
+// Embedding: x0 = wte[token] + wpe[position]. Then depth blocks of causal
+// multi-head self-attention and a GELU (tanh) MLP, each placed with its norms
+// as config.hpp describes; an optional final norm; logits = z·W_head, or
+// z·wteᵀ with tied embeddings. The loss is the mean cross-entropy over rows.
+//
+// The pre-norm residual add and the next norm run as one fused
+// add_layer_norm / add_rms_norm call (h = x + S, y = N(h)), and post-norm's
+// N(x + S) likewise; the other placements call the plain norms. Matrix
+// products are CBLAS calls.
+//
+// T is float or double: normkit's ops take f64 activations with f64 weights,
+// so the whole model runs in f64 for the finite-difference check, and in f32
+// for training.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+
+namespace normkit::model {
+
+// One parameter tensor: a slice of the flat parameter array.
+struct ParamInfo {
+  std::string name;     // "block1.attn.qkv.weight"
+  std::int64_t offset;  // into params() and grads()
+  std::int64_t size;
+  int layer;   // block index; -1 for the embeddings, the final norm and the head
+  bool decay;  // weight decay applies: the matrices, not gains, biases or norms
+};
+
+// The RMS of one norm's input in the last forward: sqrt(mean(x²)) over its
+// (rows, D) input.
+struct NormInput {
+  std::string name;  // "block0.attn.norm", "final_norm"
+  double rms;
+};
+
+template <class T>
+class Model {
+ public:
+  // Validates the config (std::invalid_argument naming the bad field) and
+  // lays out the parameters, all zero until init().
+  explicit Model(const Config& config);
+
+  const Config& config() const noexcept { return config_; }
+  const std::vector<ParamInfo>& tensors() const noexcept { return tensors_; }
+  std::span<T> params() noexcept { return params_; }
+  std::span<const T> params() const noexcept { return params_; }
+  std::span<T> grads() noexcept { return grads_; }
+  std::span<const T> grads() const noexcept { return grads_; }
+
+  // Matrices and embeddings ~ N(0, 0.02²), the residual-writing projections
+  // (attention output, MLP output) scaled by 1/sqrt(2·depth) as in GPT-2;
+  // deepnorm uses Xavier-normal with gain β for the value, output and MLP
+  // projections and 1 for query and key. Gains 1, biases 0.
+  void init(std::uint64_t seed);
+
+  // tokens: (batch, seq) row-major, ids in [0, V), 1 <= seq <= context.
+  // Throws std::invalid_argument for a bad shape or id. Keeps what backward
+  // needs.
+  void forward(std::span<const std::int32_t> tokens, std::int64_t batch, std::int64_t seq);
+  // (batch·seq, V) of the last forward.
+  std::span<const T> logits() const noexcept { return {logits_.data(), static_cast<std::size_t>(rows_ * config_.vocab)}; }
+  // Mean cross-entropy of the last forward's logits against targets (batch,
+  // seq); keeps the softmax for backward.
+  double loss(std::span<const std::int32_t> targets);
+  // Gradient of the last loss() with respect to every parameter, written
+  // (not accumulated) into grads().
+  void backward();
+
+  // RMS of every norm's input in the last forward, in the order the norms run.
+  std::vector<NormInput> norm_inputs() const;
+
+ private:
+  struct NormRef {
+    std::int64_t weight = -1;  // offsets into params_; -1: no such norm
+    std::int64_t bias = -1;    // -1 for RMSNorm
+    std::string name;
+  };
+  struct Sublayer {  // one attention or MLP sublayer of a block
+    bool attention;
+    int block;
+    NormRef norm_a, norm_b;
+    std::int64_t w1, b1, w2, b2;  // attn: qkv (D, 3D), proj (D, D); mlp: fc (D, F), fc2 (F, D)
+  };
+  struct Cache {  // activations of one sublayer, (rows, ·)
+    // u: S's input when it is normed (pre, sandwich); s: S's output;
+    // h: post's and deepnorm's norm input (the sum), or sandwich's and
+    // output's normed S(·), the term added to the stream.
+    std::vector<T> u, s, h;
+    std::vector<T> mean_a, rstd_a, mean_b, rstd_b;
+    // attention: hidden = qkv (rows, 3D), probs = softmax (B, H, T, T),
+    // attn = the heads' output (rows, D); MLP: hidden = fc (rows, F),
+    // act = its GELU (rows, F).
+    std::vector<T> hidden, act, probs, attn;
+  };
+
+  std::int64_t add_tensor(const std::string& name, std::int64_t size, int layer, bool decay);
+  NormRef add_norm(const std::string& name, int layer);
+  void resize(std::int64_t batch, std::int64_t seq);
+
+  void sublayer_forward(std::size_t j, const T* u, T* s);
+  void sublayer_backward(std::size_t j, const T* u, const T* ds, T* du);
+  void attention_forward(const Sublayer& sl, Cache& c, const T* u, T* s);
+  void attention_backward(const Sublayer& sl, Cache& c, const T* u, const T* ds, T* du);
+  void mlp_forward(const Sublayer& sl, Cache& c, const T* u, T* s);
+  void mlp_backward(const Sublayer& sl, Cache& c, const T* u, const T* ds, T* du);
+
+  // The norm calls, on (rows_, D) buffers.
+  void norm(const NormRef& n, const T* x, T* y, T* mean, T* rstd);
+  void add_norm(const NormRef& n, const T* x, const T* residual, T* h, T* y, T* mean, T* rstd);
+  void norm_backward(const NormRef& n, const T* dy, const T* x, const T* mean, const T* rstd, T* dx);
+  void add_norm_backward(const NormRef& n, const T* dy, const T* dh_out, const T* h, const T* mean,
+                         const T* rstd, T* dh);
+
+  Config config_;
+  std::vector<ParamInfo> tensors_;
+  std::vector<T> params_, grads_;
+  std::int64_t wte_ = 0, wpe_ = 0, head_ = -1;
+  NormRef final_norm_;
+  std::vector<Sublayer> sublayers_;
+
+  // The last forward.
+  std::int64_t batch_ = 0, seq_ = 0, rows_ = 0;
+  std::vector<std::int32_t> tokens_, targets_;
+  std::vector<std::vector<T>> stream_;  // 2·depth + 1 residual streams, (rows, D)
+  std::vector<Cache> caches_;
+  std::vector<T> z_, mean_f_, rstd_f_, logits_;
+  // Backward scratch.
+  std::vector<T> dlogits_, dz_, dx_, dtmp_, du_, dhidden_, dattn_, dprobs_;
+};
+
+extern template class Model<float>;
+extern template class Model<double>;
+
+}  // namespace normkit::model
