@@ -1,6 +1,7 @@
 // normkit — everything a user needs, in one include.
 #pragma once
 
+#include "normkit/device.hpp"
 #include "normkit/error.hpp"
 #include "normkit/half.hpp"
 #include "normkit/ops.hpp"

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "buffers.hpp"
+#include "normkit/device.hpp"
 #include "normkit/ops.hpp"
 
 namespace normkit::test {
@@ -191,6 +192,21 @@ TEST(Errors, NullPointersAndStrides) {
     x.device = Device::cuda;
     rms_norm(x, {}, 1e-5, s.y.mat());
   }, {"y is on device cpu, expected cuda:0 (the device of x)"});
+}
+
+// A call on CUDA views where CUDA cannot run names x and says why: this
+// build has no CUDA backend, or this machine no such device. Nothing is
+// written (expect_error checks y).
+TEST(Errors, CudaViewsWhereNoGpuRuns) {
+  Args a;
+  const bool no_device_0 = cuda_device_count() == 0;
+  expect_error(a, [&](Args& s) {
+    const int index = no_device_0 ? 0 : 63;
+    rms_norm(on_device(s.x.cmat(), Device::cuda, index), {}, 1e-5, on_device(s.y.mat(), Device::cuda, index));
+  }, {no_device_0 ? "rms_norm: x is on device cuda:0, expected cpu (" : "rms_norm: x is on device cuda:63",
+      !has_cuda_backend()  ? "(this build has no CUDA backend)"
+      : no_device_0        ? "no CUDA device is available"
+                           : "this machine has "});
 }
 
 TEST(Errors, Overlap) {
