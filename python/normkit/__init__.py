@@ -41,6 +41,7 @@ __all__ = [
     "default_rms_eps",
     "set_num_threads",
     "get_num_threads",
+    "cuda_device_count",
     "library_version",
     "set_output_cache_limit",
     "empty_output_cache",
@@ -73,6 +74,19 @@ def get_num_threads() -> int:
         there), such as a data-loader worker.
     """
     return _normkit.num_threads()
+
+
+def cuda_device_count() -> int:
+    """The number of CUDA devices normkit can run on.
+
+    Returns
+    -------
+    int
+        0 when this build has no CUDA backend (it is built where ``nvcc`` is
+        found), or the machine no driver or GPU. CUDA tensors on a device
+        normkit can use run there, on PyTorch's current stream.
+    """
+    return _normkit.cuda_device_count()
 
 
 def set_output_cache_limit(nbytes: int) -> None:

@@ -32,6 +32,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -101,7 +102,8 @@ struct DLPackExchangeAPI {
   void* managed_tensor_from_py_object_no_sync;
   int (*managed_tensor_to_py_object_no_sync)(DLManagedTensorVersioned* tensor, void** out_py_object);
   int (*dltensor_from_py_object_no_sync)(void* py_object, nb::dlpack::dltensor* out);  // may be null
-  void* current_work_stream;
+  // The stream the framework's work on (device_type, device_id) is queued on.
+  int (*current_work_stream)(std::int32_t device_type, std::int32_t device_id, void** out_current_stream);
 };
 
 // The exchange API of a Python type if it offers a usable one, else null.
@@ -357,6 +359,31 @@ NormShape get_normalized_shape(const char* fn, nb::handle h) {
 
 // The (rows, D) view of an activation array whose trailing dimensions are
 // `ns`. `like`, if given, is the array whose shape this one must equal.
+// The CUDA device an array is on (0 on the CPU).
+std::int32_t device_index(const Array& a) { return a.device == Device::cuda ? a.dl_device_id : 0; }
+
+// A normkit call on the array's device: queued on the framework's current
+// stream for that device (the exchange API's current_work_stream; the
+// default stream for arrays that came without one), with the GIL released
+// for the call. The stream is asked for while the GIL is still held.
+class CallScope {
+ public:
+  CallScope(const char* fn, const Array& ref) : guard_(device_index(ref), work_stream(fn, ref)) {}
+
+ private:
+  static normkit::StreamHandle work_stream(const char* fn, const Array& a) {
+    if (a.device != Device::cuda || !a.api || !a.api->current_work_stream) return nullptr;
+    void* stream = nullptr;
+    if (a.api->current_work_stream(a.dl_device_type, a.dl_device_id, &stream) != 0) {
+      if (PyErr_Occurred()) throw nb::python_error();
+      throw std::runtime_error(std::string(fn) + ": the framework could not say which CUDA stream to use");
+    }
+    return stream;
+  }
+  normkit::StreamGuard guard_;
+  nb::gil_scoped_release release_;
+};
+
 template <class M>
 M to_matrix(const char* fn, const char* arg, const Array& a, const NormShape& ns, const Array* like,
             const char* like_arg) {
@@ -407,7 +434,7 @@ M to_matrix(const char* fn, const char* arg, const Array& a, const NormShape& ns
     }
   }
   using Ptr = decltype(M::data);
-  return M{static_cast<Ptr>(a.data), a.dtype, rows, D, row_stride, a.device};
+  return M{static_cast<Ptr>(a.data), a.dtype, rows, D, row_stride, a.device, device_index(a)};
 }
 
 // A (n) vector view: any shape, contiguous. `expect_shape`, if given, is the
@@ -429,7 +456,7 @@ V to_vector(const char* fn, const char* arg, const Array& a, const NormShape* ex
     expect *= a.shape[i];
   }
   using Ptr = decltype(V::data);
-  return V{static_cast<Ptr>(a.data), a.dtype, a.numel(), a.device};
+  return V{static_cast<Ptr>(a.data), a.dtype, a.numel(), a.device, device_index(a)};
 }
 
 // Optional arguments: None is the absent view.
@@ -614,7 +641,7 @@ nb::object layer_norm(nb::handle input, nb::handle normalized_shape, nb::handle 
   if (return_stats) m = stats_output(fn, "mean", x, ns), r = stats_output(fn, "rstd", x, ns);
   const auto mv = out_vector(fn, "mean", m, nullptr), rv = out_vector(fn, "rstd", r, nullptr);
   {
-    nb::gil_scoped_release release;
+    const CallScope scope(fn, x);
     normkit::layer_norm(xm, wv, bv, e, ym, mv, rv);
   }
   if (!return_stats) return y.obj;
@@ -636,7 +663,7 @@ nb::object rms_norm(nb::handle input, nb::handle normalized_shape, nb::handle we
   if (return_stats) r = stats_output(fn, "rstd", x, ns);
   const auto rv = out_vector(fn, "rstd", r, nullptr);
   {
-    nb::gil_scoped_release release;
+    const CallScope scope(fn, x);
     normkit::rms_norm(xm, wv, e, ym, rv, weight_offset);
   }
   if (!return_stats) return y.obj;
@@ -661,7 +688,7 @@ nb::object add_layer_norm(nb::handle input, nb::handle residual, nb::handle norm
   if (return_stats) m = stats_output(fn, "mean", x, ns), r = stats_output(fn, "rstd", x, ns);
   const auto mv = out_vector(fn, "mean", m, nullptr), rv = out_vector(fn, "rstd", r, nullptr);
   {
-    nb::gil_scoped_release release;
+    const CallScope scope(fn, x);
     normkit::add_layer_norm(xm, resm, wv, bv, e, hm, ym, mv, rv);
   }
   if (!return_stats) return nb::make_tuple(y.obj, h.obj);
@@ -686,7 +713,7 @@ nb::object add_rms_norm(nb::handle input, nb::handle residual, nb::handle normal
   if (return_stats) r = stats_output(fn, "rstd", x, ns);
   const auto rv = out_vector(fn, "rstd", r, nullptr);
   {
-    nb::gil_scoped_release release;
+    const CallScope scope(fn, x);
     normkit::add_rms_norm(xm, resm, wv, e, hm, ym, rv, weight_offset);
   }
   if (!return_stats) return nb::make_tuple(y.obj, h.obj);
@@ -716,7 +743,7 @@ nb::object layer_norm_backward(nb::handle grad_output, nb::handle input, nb::han
   const auto db = param_grad(fn, "grad_bias", want_bias, b, w);
   const auto dwv = out_vector(fn, "grad_weight", dw, &ns), dbv = out_vector(fn, "grad_bias", db, &ns);
   {
-    nb::gil_scoped_release release;
+    const CallScope scope(fn, dy);
     normkit::layer_norm_backward(dym, xm, mv, rv, wv, dxm, dwv, dbv);
   }
   return nb::make_tuple(dx.obj, obj_or_none(dw), obj_or_none(db));
@@ -739,7 +766,7 @@ nb::object rms_norm_backward(nb::handle grad_output, nb::handle input, nb::handl
   const auto dw = param_grad(fn, "grad_weight", want_weight, w, w);
   const auto dwv = out_vector(fn, "grad_weight", dw, &ns);
   {
-    nb::gil_scoped_release release;
+    const CallScope scope(fn, dy);
     normkit::rms_norm_backward(dym, xm, rv, wv, dxm, dwv, weight_offset);
   }
   return nb::make_tuple(dx.obj, obj_or_none(dw));
@@ -769,7 +796,7 @@ nb::object add_layer_norm_backward(nb::handle grad_output, nb::handle grad_resid
   const auto db = param_grad(fn, "grad_bias", want_bias, b, w);
   const auto dwv = out_vector(fn, "grad_weight", dw, &ns), dbv = out_vector(fn, "grad_bias", db, &ns);
   {
-    nb::gil_scoped_release release;
+    const CallScope scope(fn, dy);
     normkit::add_layer_norm_backward(dym, dhom, hm, mv, rv, wv, dhm, dwv, dbv);
   }
   return nb::make_tuple(dh.obj, obj_or_none(dw), obj_or_none(db));
@@ -797,7 +824,7 @@ nb::object add_rms_norm_backward(nb::handle grad_output, nb::handle grad_residua
   const auto dw = param_grad(fn, "grad_weight", want_weight, w, w);
   const auto dwv = out_vector(fn, "grad_weight", dw, &ns);
   {
-    nb::gil_scoped_release release;
+    const CallScope scope(fn, dy);
     normkit::add_rms_norm_backward(dym, dhom, hm, rv, wv, dhm, dwv, weight_offset);
   }
   return nb::make_tuple(dh.obj, obj_or_none(dw));
@@ -824,6 +851,8 @@ NB_MODULE(_normkit, m) {
   m.def("version", &normkit::version, "The version of the linked normkit library.");
   m.def("set_num_threads", &normkit::set_num_threads, "n"_a);
   m.def("num_threads", &normkit::num_threads);
+  m.def("has_cuda_backend", &normkit::has_cuda_backend);
+  m.def("cuda_device_count", &normkit::cuda_device_count);
   m.def("set_output_cache_limit", [](std::size_t n) { normkit_py::OutputCache::get().set_limit(n); }, "nbytes"_a);
   m.def("empty_output_cache", [] { normkit_py::OutputCache::get().empty(); });
   m.def("output_cache_info", [] {
