@@ -8,8 +8,8 @@ bash scripts/setup.sh
 out=build/demo
 mkdir -p "$out"
 
-echo "== building normkit (release; log: $out/build.log)"
-if ! { cmake --preset release && cmake --build --preset release; } >"$out/build.log" 2>&1; then
+echo "== building the normkit CLI (release; log: $out/build.log)"
+if ! { cmake --preset release && cmake --build --preset release --target normkit_cli; } >"$out/build.log" 2>&1; then
   tail -n 30 "$out/build.log"
   echo "demo: the build failed; the whole log is $out/build.log" >&2
   exit 1
