@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _normkit as _C
+from ._eps import F32_EPS, F64_EPS
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -29,13 +30,12 @@ else:
 
 ShapeLike = Union[int, Sequence[int]]
 
-# eps=None in rms_norm is the machine epsilon of the type the statistics are
-# computed in, as PyTorch does (at::opmath_type): float64 for float64 inputs,
-# float32 for everything else, float16 and bfloat16 included.
-_F32_EPS = float(np.finfo(np.float32).eps)
-_F64_EPS = float(np.finfo(np.float64).eps)
+# rms_norm(eps=None): see normkit._eps.
+_F32_EPS, _F64_EPS = F32_EPS, F64_EPS
 
-_torch_ops = None  # normkit._torch_ops, imported on the first tensor argument
+# normkit._torch_ops, imported on the first tensor argument (importing it
+# imports torch). The dependency is one-way: _torch_ops never imports this module.
+_torch_ops = None
 _modules = sys.modules
 
 

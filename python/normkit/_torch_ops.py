@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from . import _normkit as _C
-from ._functional import _F32_EPS, _F64_EPS
+from ._eps import F32_EPS as _F32_EPS, F64_EPS as _F64_EPS
 
 if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
     # The binding views tensors and creates its tensor outputs through this
