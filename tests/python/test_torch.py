@@ -326,8 +326,9 @@ def test_replace_norms_keeps_parameters_and_outputs() -> None:
     want = model(x)
     params = {k: id(v) for k, v in model.named_parameters()}
     keys = list(model.state_dict())
-    out = nkt.replace_norms(model)
-    assert out is model
+    report = nkt.replace_norms(model)
+    assert report.model is model
+    assert [(r.name, r.swapped) for r in report] == [("1", True), ("2.1", True), ("3", True)]
     assert type(model[1]) is nkt.LayerNorm and type(model[2][1]) is nkt.RMSNorm and type(model[3]) is nkt.LayerNorm
     assert {k: id(v) for k, v in model.named_parameters()} == params
     assert list(model.state_dict()) == keys and not model[1].training
