@@ -6,5 +6,6 @@ namespace normkit::cli {
 
 int lab_main(int argc, char** argv);    // lab.cc: verify the normalization contracts
 int bench_main(int argc, char** argv);  // bench.cc: kernels against the bandwidth ceiling
+int train_main(int argc, char** argv);  // train.cc: train the model of model/ on a text
 
 }  // namespace normkit::cli
