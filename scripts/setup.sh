@@ -39,12 +39,13 @@ if ((${#missing[@]})); then
 fi
 
 # Debian's Python refuses packages from pip outside a virtual environment
-# (PEP 668), and a user's own python3 should stay untouched too. A venv that
-# no longer runs (its python3 was removed or upgraded) is made anew.
-if ! .venv/bin/python -c "" 2>/dev/null; then
+# (PEP 668), and a user's own python3 should stay untouched too. A venv
+# without a working pip (its python3 was removed or upgraded, or an earlier
+# creation failed half-way) is made anew; a failed creation leaves none.
+if ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
   echo "setup: creating the virtual environment .venv with $(command -v python3)"
   rm -rf .venv
-  python3 -m venv .venv
+  python3 -m venv .venv || { rm -rf .venv; exit 1; }
 fi
 reqs=(-r scripts/requirements.txt)
 ((test_deps)) && reqs+=(-r scripts/requirements-test.txt)
