@@ -24,6 +24,7 @@ class TextData {
 
   std::int64_t vocab() const noexcept { return static_cast<std::int64_t>(bytes_.size()); }
   unsigned char byte_of(std::int32_t id) const { return bytes_.at(static_cast<std::size_t>(id)); }
+  const std::vector<unsigned char>& vocabulary() const noexcept { return bytes_; }  // id → byte
   std::span<const std::int32_t> train() const noexcept { return std::span(ids_).first(split_); }
   std::span<const std::int32_t> val() const noexcept { return std::span(ids_).subspan(split_); }
 

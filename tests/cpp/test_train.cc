@@ -1,14 +1,21 @@
 // Training the model of model/: the schedule, AdamW's first step, seeded
-// determinism, divergence, and a short run on the shipped text.
+// determinism, divergence, a short run on the shipped text, checkpoints and
+// sampling.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "model/checkpoint.hpp"
 #include "model/model.hpp"
 #include "model/optimizer.hpp"
+#include "model/sample.hpp"
 #include "model/text_data.hpp"
 #include "model/train.hpp"
 
@@ -119,6 +126,80 @@ TEST(Training, LossFallsWellBelowLnVocabOnShippedText) {
               static_cast<long long>(data.vocab()), ln_vocab, r.first_loss, r.last_loss, *r.last_val_loss);
   EXPECT_NEAR(r.first_loss, ln_vocab, 0.3);
   EXPECT_LT(*r.last_val_loss, 2.5);
+}
+
+}  // namespace
+
+namespace {
+
+// A trained model saved and loaded back gives bitwise the same logits, with
+// its config and vocabulary; broken files are refused with the reason.
+TEST(Checkpoint, RoundTripAndBrokenFiles) {
+  const auto data = nm::TextData::load(NORMKIT_TEST_TEXT, 0.1);
+  nm::Config c = small_config(data);
+  c.placement = nm::Placement::sandwich;
+  c.norm = nm::NormKind::rms_norm;
+  c.tie_embeddings = true;
+  nm::Model<float> m(c);
+  m.init(2);
+  nm::TrainOptions o;
+  o.steps = 3;
+  o.seq = 32;
+  nm::train(m, data, o);
+  const std::string path = ::testing::TempDir() + "normkit_model_checkpoint.bin";
+  nm::save_checkpoint(path, m, data.vocabulary());
+
+  const nm::Checkpoint ck = nm::load_checkpoint(path);
+  EXPECT_EQ(ck.vocabulary, data.vocabulary());
+  EXPECT_EQ(ck.config.placement, nm::Placement::sandwich);
+  EXPECT_EQ(ck.config.norm, nm::NormKind::rms_norm);
+  EXPECT_TRUE(ck.config.tie_embeddings);
+  EXPECT_EQ(ck.config.width, c.width);
+  nm::Model<float> back = nm::model_from(ck);
+  const auto tokens = std::vector<std::int32_t>(data.train().begin(), data.train().begin() + 64);
+  m.forward(tokens, 2, 32);
+  back.forward(tokens, 2, 32);
+  ASSERT_EQ(m.logits().size(), back.logits().size());
+  EXPECT_EQ(std::memcmp(m.logits().data(), back.logits().data(), m.logits().size() * sizeof(float)), 0);
+
+  // Truncated by one byte, and a file that is not a checkpoint.
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 1));
+  }
+  try {
+    nm::load_checkpoint(path);
+    ADD_FAILURE() << "a truncated checkpoint was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes, its header describes"), std::string::npos) << e.what();
+  }
+  try {
+    nm::load_checkpoint(NORMKIT_TEST_TEXT);
+    ADD_FAILURE() << "a text file was read as a checkpoint";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a normkit model checkpoint"), std::string::npos) << e.what();
+  }
+}
+
+// Sampling at a low temperature from the trained model of the shipped text
+// continues a prompt with bytes of the text's vocabulary; the same seed gives
+// the same text.
+TEST(Sample, SeededAndWithinTheVocabulary) {
+  const auto data = nm::TextData::load(NORMKIT_TEST_TEXT, 0.1);
+  nm::Model<float> m(small_config(data));
+  m.init(1);
+  const std::vector<std::int32_t> prompt(data.train().begin(), data.train().begin() + 40);  // longer than context
+  nm::Rng a(9), b(9);
+  const auto x = nm::sample(m, prompt, 20, 0.5, a);
+  const auto y = nm::sample(m, prompt, 20, 0.5, b);
+  ASSERT_EQ(x.size(), 20u);
+  EXPECT_EQ(x, y);
+  for (std::int32_t id : x) EXPECT_TRUE(id >= 0 && id < data.vocab());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 # `normkit train` end to end: a short run writes one CSV row per step with
-# the documented columns and exits 0; a run over its divergence bound exits
-# 3 with a message that names the step; a bad configuration names the flag.
+# the documented columns and exits 0; --save writes a checkpoint and
+# --sample prints text; a run over its divergence bound exits 3 with a
+# message that names the step; a bad configuration names the argument.
 #   cmake -DNORMKIT=<path to normkit> -DWORK_DIR=<dir> -P train_cli.cmake
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(csv ${WORK_DIR}/train.csv)
@@ -35,6 +36,15 @@ execute_process(COMMAND ${NORMKIT} train --steps 4 --width 16 --context 16 --max
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 3 OR NOT err MATCHES "diverged at step 0: training loss [0-9.]+ is above the bound 1")
   message(FATAL_ERROR "divergence: exit ${rc}, stderr: ${err}")
+endif()
+
+execute_process(COMMAND ${NORMKIT} train --steps 2 --width 16 --context 16 --save ${WORK_DIR}/model.bin
+                        --sample 12
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+file(SIZE ${WORK_DIR}/model.bin size)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "checkpoint: .*model.bin\nsample \\(temperature 0.8; '\\|' marks where it starts\\):\n[^|]*\\|"
+   OR size LESS 1000)
+  message(FATAL_ERROR "--save/--sample: exit ${rc}, checkpoint ${size} bytes, stdout: ${out}${err}")
 endif()
 
 execute_process(COMMAND ${NORMKIT} train --heads 3 --width 16

@@ -10,10 +10,13 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "model/blas.hpp"
+#include "model/checkpoint.hpp"
 #include "model/model.hpp"
+#include "model/sample.hpp"
 #include "model/train.hpp"
 #include "normkit/threading.hpp"
 
@@ -54,7 +57,12 @@ constexpr const char* kHelp =
     "  --threads N        threads of normkit and OpenBLAS                [1]\n"
     "  --data FILE        the text                                       [data/genesis-kjv.txt]\n"
     "  --csv FILE         per-step metrics: loss, val_loss, lr, global and per-block\n"
-    "                     gradient norms, update/weight ratio, RMS of each norm's input\n";
+    "                     gradient norms, update/weight ratio, RMS of each norm's input\n"
+    "\n"
+    "after training:\n"
+    "  --save FILE        write a checkpoint (format: model/checkpoint.hpp)\n"
+    "  --sample N         print N bytes sampled after the validation text's first line\n"
+    "  --temperature X    sampling temperature                           [0.8]\n";
 
 struct Options {
   nm::Config model;
@@ -64,6 +72,9 @@ struct Options {
   int threads = 1;
   std::string data = NORMKIT_DEFAULT_TEXT;
   std::string csv;
+  std::string save;
+  std::int64_t sample = 0;
+  double temperature = 0.8;
 };
 
 std::int64_t parse_int(const std::string& flag, const std::string& v, std::int64_t min) {
@@ -129,6 +140,9 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--threads") o.threads = static_cast<int>(parse_int(a, v, 1));
     else if (a == "--data") o.data = v;
     else if (a == "--csv") o.csv = v;
+    else if (a == "--save") o.save = v;
+    else if (a == "--sample") o.sample = parse_int(a, v, 0);
+    else if (a == "--temperature") o.temperature = parse_number(a, v, 1e-3);
     else throw std::invalid_argument("unknown option '" + a + "' (see normkit train --help)");
   }
   if (!(o.train.lr > 0)) throw std::invalid_argument("--lr must be > 0");
@@ -236,6 +250,27 @@ int train_main(int argc, char** argv) {
   if (result.diverged) {
     std::fprintf(stderr, "normkit train: %s\n", result.message.c_str());
     return 3;
+  }
+  if (!o.save.empty()) {
+    nm::save_checkpoint(o.save, model, data.vocabulary());
+    std::printf("checkpoint: %s\n", o.save.c_str());
+  }
+  if (o.sample > 0) {
+    // The prompt: the validation split up to its first newline (at most a
+    // context), so the sample continues text the model did not train on.
+    const auto val = data.val();
+    std::vector<std::int32_t> prompt;
+    for (std::int32_t id : val) {
+      prompt.push_back(id);
+      if (data.byte_of(id) == '\n' || static_cast<std::int64_t>(prompt.size()) == o.model.context) break;
+    }
+    nm::Rng rng(o.seed + 1);
+    const auto ids = nm::sample(model, prompt, o.sample, o.temperature, rng);
+    std::string text;
+    for (std::int32_t id : prompt) text += static_cast<char>(data.byte_of(id));
+    text += "|";  // where the sample starts
+    for (std::int32_t id : ids) text += static_cast<char>(data.byte_of(id));
+    std::printf("sample (temperature %g; '|' marks where it starts):\n%s\n", o.temperature, text.c_str());
   }
   return 0;
 }
