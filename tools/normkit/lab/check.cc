@@ -155,8 +155,8 @@ const std::vector<Check>& all_checks() {
                 " (LayerNorm, f32)";
        }},
       {"zero_branch_jacobian",
-       "With a zero sublayer a pre-norm block is exactly the identity, while a post-norm block still "
-       "normalizes: its Jacobian annihilates the all-ones direction and a common shift disappears.",
+       "With a zero sublayer a pre-norm block is the identity (by construction, reported), while a post-norm "
+       "block still normalizes: its Jacobian annihilates the all-ones direction and a common shift disappears.",
        check_zero_branch_jacobian,
        [](const Result& r) {
          return "post-norm |J·1| = " + v(r, "post_norm_jacobian_ones_f32") + " (f32)";
@@ -181,11 +181,13 @@ const std::vector<Check>& all_checks() {
        "the branch sees the same normalized input.",
        check_residual_update_angle,
        [](const Result& r) {
-         return "turns " + v(r, "angle_c1_f32") + "° at c = 1, " + v(r, "angle_c10_f32") + "° at c = 10";
+         return "after RMSNorm the update still turns " + v(r, "final_norm_angle_c1_f32") + "° at c = 1, " +
+                v(r, "final_norm_angle_c10_f32") + "° at c = 10";
        }},
       {"runtime_arithmetic",
        "Amdahl's law turns a norm's time share into a speed-up ceiling; on this machine a norm's "
-       "share of a transformer-like step's time exceeds its share of the FLOPs several times over.",
+       "share of a transformer-like step's time exceeds its share of the FLOPs several times over (at "
+       "least 2×), timing a norm whose output matches the oracle.",
        check_runtime_arithmetic,
        [](const Result& r) {
          return "time share / FLOP share of the norm: LayerNorm " + v(r, "ln_time_over_flop_share") + "x, RMSNorm " +

@@ -139,8 +139,10 @@ void check_worked_examples(const Norms& norms, Recorder& rec) {
         rejected([&] { norms.rms_norm(x.mat(), w_per_token.vec(), 1e-5, y.mat(), {}); });
     rec.is_true("rms_gain_shared_by_tokens", "RMSNorm takes a gain of D = 8 and rejects one of B·T·D = 80",
                 rms_gain_d && rms_gain_token, "yes: gains are per feature, shared by the 10 tokens");
-    rec.near("rms_params_2x5x8", "RMSNorm learned scalars (gain size)", static_cast<double>(w.size()), 8.0,
-             0.0);
+    // The parameter counts are the sizes of the lab's own arrays: what the
+    // API accepts is checked above, so these rows only report.
+    rec.note("rms_params_2x5x8", "RMSNorm learned scalars (gain size)", static_cast<double>(w.size()),
+             "8: arithmetic on the inputs (the gain the API accepted)");
     mean.fill(std::nan(""));
     rstd.fill(std::nan(""));
     norms.layer_norm(x.mat(), w.vec(), b.vec(), 1e-5, y.mat(), mean.vec(), rstd.vec());
@@ -150,8 +152,8 @@ void check_worked_examples(const Norms& norms, Recorder& rec) {
         [&] { norms.layer_norm(x.mat(), w.vec(), w_per_token.vec(), 1e-5, y.mat(), {}, {}); });
     rec.is_true("ln_bias_shared_by_tokens", "LayerNorm rejects a bias of 80 (per token)", ln_bias_token,
                 "yes");
-    rec.near("ln_params_2x5x8", "LayerNorm learned scalars (gain + bias)",
-             static_cast<double>(w.size() + b.size()), 16.0, 0.0);
+    rec.note("ln_params_2x5x8", "LayerNorm learned scalars (gain + bias)", static_cast<double>(w.size() + b.size()),
+             "16: arithmetic on the inputs (the sizes the API accepted)");
   }
 }
 
@@ -242,7 +244,10 @@ void check_residual_growth(const Norms& norms, Recorder& rec) {
       const Vec xv = x.values();
       const double rms = std::sqrt(dot(xv, xv) / 4.0);  // a measurement of the stream, not a norm layer
       const std::string ks = std::to_string(k);
-      if (rms_text[k] > 0)
+      if (k == 0)  // x₀ is the input itself: no kernel has touched it yet
+        rec.note("residual_rms_k0_" + d, "residual RMS at k = 0, " + d, rms,
+                 "text: 2.739; arithmetic on the inputs");
+      else if (rms_text[k] > 0)
         rec.near("residual_rms_k" + ks + "_" + d, "residual RMS at k = " + ks + ", " + d, rms, rms_text[k],
                  5e-4);
       else
@@ -271,10 +276,11 @@ void check_residual_update_angle(const Norms& norms, Recorder& rec) {
       const ForwardRun nx = forward(norms, Kind::rms, x, nullptr, nullptr, 0.0);
       near_vec(rec, "rms_x_c" + cs + "_" + d, "branch input RMSNorm(x) at c = " + cs + ", " + d,
                nx.y.values(), {sqrt2, 0.0}, nx.bound);
+      // θ is computed from the inputs alone (no norm is called), so it is
+      // reported against the text, not checked; the row below checks the norm.
       const double theta = angle(x.values(), xu.values()) * deg;
-      const double text = c == 1.0 ? 45.0 : 5.71;
-      rec.near("angle_c" + cs + "_" + d, "angle between x and x + u at c = " + cs + ", degrees, " + d, theta,
-               text, c == 1.0 ? 1e-9 : 5e-3);
+      rec.note("angle_c" + cs + "_" + d, "angle between x and x + u at c = " + cs + ", degrees, " + d, theta,
+               std::string(c == 1.0 ? "text: 45" : "text: 5.71") + "; arithmetic on the inputs");
       // A final RMSNorm keeps the direction: the angle between the normalized
       // outputs equals θ, up to the outputs' bounds (a perturbation δ of a
       // vector v turns it by at most |δ|/|v| radians).

@@ -68,10 +68,12 @@ bool approx(double measured, double claimed, double unit) { return std::fabs(mea
 }  // namespace
 
 void check_runtime_arithmetic(const Norms& norms, Recorder& rec) {
-  rec.near("amdahl_free_at_25_5pct", "speed-up ceiling if a 25.5% time share became free: 1/(1 − 0.255)",
-           amdahl(0.255, std::numeric_limits<double>::infinity()), 1.342, 5e-4);
-  rec.near("amdahl_10pct_2x", "speed-up when a 10% share runs 2× faster: 1/(0.9 + 0.1/2)", amdahl(0.10, 2.0),
-           1.053, 5e-4);
+  // The texts' Amdahl figures are arithmetic on constants: reported beside
+  // the text's value, not checked.
+  rec.note("amdahl_free_at_25_5pct", "speed-up ceiling if a 25.5% time share became free: 1/(1 − 0.255)",
+           amdahl(0.255, std::numeric_limits<double>::infinity()), "text: 1.342; arithmetic on constants");
+  rec.note("amdahl_10pct_2x", "speed-up when a 10% share runs 2× faster: 1/(0.9 + 0.1/2)", amdahl(0.10, 2.0),
+           "text: 1.053; arithmetic on constants");
 
   // A transformer-like FFN step in f32: n = Norm(x); a = relu(n·W1);
   // x += a·W2 with W1 (D×4D), W2 (4D×D). The norm is timed on its own; the
@@ -138,7 +140,17 @@ void check_runtime_arithmetic(const Norms& norms, Recorder& rec) {
              amdahl(share, std::numeric_limits<double>::infinity()), "Amdahl on the measured share");
     rec.note(k + "_amdahl_ceiling_from_flops", K + ": the same ceiling predicted from the FLOP share",
              amdahl(flop_share, std::numeric_limits<double>::infinity()), "what FLOP counting would predict");
-    rec.at_least(k + "_time_over_flop_share", K + ": time share / FLOP share", share / flop_share, 1.0);
+    // "Several times over": at least twice. A timing means something only
+    // for a norm that computes the right thing, so the norm under test is
+    // also run on the step's last input and compared with the oracle.
+    rec.at_least(k + "_time_over_flop_share", K + ": time share / FLOP share (several times over)",
+                 share / flop_share, 2.0);
+    const Array xa(DType::f32, rows, D, Vec(x.begin(), x.end()));
+    const Array ga(DType::f32, Vec(gain.begin(), gain.end())), ba(DType::f32, Vec(bias.begin(), bias.end()));
+    const ForwardRun check = forward(norms, kind, xa, &ga, kind == Kind::layer ? &ba : nullptr,
+                                     kind == Kind::rms ? 1e-6 : 1e-5);
+    rec.at_most(k + "_step_norm_vs_oracle", K + " as timed, on the step's input: worst |y − oracle| / bound",
+                check.worst_ratio(), 1.0);
   }
   set_num_threads(normkit_threads);
 #ifdef NORMKIT_LAB_CBLAS
@@ -283,8 +295,8 @@ void check_seed_claims(const Norms& norms, Recorder& rec) {
     norms.rms_norm(x.mat(), w.vec(), 1e-6, y.mat(), {});
     const double ln_params = static_cast<double>(w.size() + b.size()), rms_params = static_cast<double>(w.size());
     const double ln_total = 64.0 * ln_params, rms_total = 65.0 * rms_params;
-    rec.near("ln_params_per_norm_4096", "LayerNorm parameters per norm at D = 4096 (gain + bias)", ln_params, 8192,
-             0.0);
+    rec.note("ln_params_per_norm_4096", "LayerNorm parameters per norm at D = 4096 (gain + bias)", ln_params,
+             "8192: arithmetic on the inputs (the sizes the API accepted)");
     claim(rec, "claim_64_ln_norms_524288", "001: 32 layers × 2 LayerNorms × 8,192 = 524,288 parameters",
           fmt(ln_total, 9), "524,288", ln_total == 524288.0);
     claim(rec, "claim_ln_norm_share_0.006pct", "001: … 0.006% of an 8B model", fmt(100.0 * ln_total / 8e9, 3) + "%",
