@@ -9,6 +9,8 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "lab/check.hpp"
 #include "lab/cli.hpp"
@@ -103,6 +105,104 @@ TEST(LabNegativeControls, ControlsOnlyChangeWhatTheyTarget) {
   EXPECT_TRUE(run_check(*find_check("feature_axis_causality"), unpromoted_f16_norms()).passed);
 }
 
+// Runs check `id` against `norms`; its headline must not throw on a failing
+// result (the CLI prints it for every check).
+Result run_against(const std::string& id, const Norms& norms) {
+  const Check* c = find_check(id);
+  EXPECT_NE(c, nullptr) << id;
+  Result r = run_check(*c, norms);
+  EXPECT_NO_THROW(static_cast<void>(headline(*c, r))) << id;
+  return r;
+}
+
+TEST(LabNegativeControls, ZeroOutputFailsTheCheckedOutputs) {
+  const Norms zero = zero_output_norms();
+  const Result w = run_against("worked_examples", zero);
+  EXPECT_FALSE(w.passed);
+  EXPECT_TRUE(has_failing_row(w, "LayerNorm(1,2,3,4)")) << failing_rows(w);
+  const Result a = run_against("residual_update_angle", zero);
+  EXPECT_FALSE(a.passed);
+  EXPECT_TRUE(has_failing_row(a, "branch input RMSNorm(x)")) << failing_rows(a);
+  // The timing alone cannot tell a norm that writes zeros from a real one;
+  // the oracle comparison of the timed norm can.
+  const Result t = run_against("runtime_arithmetic", zero);
+  EXPECT_FALSE(t.passed);
+  EXPECT_TRUE(has_failing_row(t, "as timed")) << failing_rows(t);
+}
+
+TEST(LabNegativeControls, UncentredLayerNormFailsShiftScale) {
+  const Norms uncentred = uncentred_layer_norms();
+  const Result r = run_against("shift_scale", uncentred);
+  EXPECT_FALSE(r.passed);
+  EXPECT_TRUE(has_failing_row(r, "shift removed")) << failing_rows(r);
+  EXPECT_GT(r.value("ln_shift_f64"), 0.1);
+  // The geometry sees it too: J·1 is no longer 0.
+  const Result g = run_against("normalization_geometry", uncentred);
+  EXPECT_FALSE(g.passed);
+  EXPECT_TRUE(has_failing_row(g, "J·1 = 0")) << failing_rows(g);
+  // Still token-wise, so causality holds.
+  EXPECT_TRUE(run_against("feature_axis_causality", uncentred).passed);
+}
+
+TEST(LabNegativeControls, FrozenGainFailsGainIsTrained) {
+  const Norms frozen = frozen_gain_norms();
+  const Result r = run_against("gain_is_trained", frozen);
+  EXPECT_FALSE(r.passed);
+  EXPECT_TRUE(has_failing_row(r, "max |dL/dweight|")) << failing_rows(r);
+  EXPECT_TRUE(has_failing_row(r, "dweight against the fp64 oracle")) << failing_rows(r);
+  EXPECT_TRUE(has_failing_row(r, "gains changed")) << failing_rows(r);
+  // The forward is the library's.
+  EXPECT_TRUE(run_against("worked_examples", frozen).passed);
+  EXPECT_TRUE(run_against("shift_scale", frozen).passed);
+}
+
+TEST(LabNegativeControls, ResidualDroppingFailsResidualGrowth) {
+  const Norms dropping = residual_dropping_norms();
+  const Result r = run_against("residual_growth", dropping);
+  EXPECT_FALSE(r.passed);
+  EXPECT_TRUE(has_failing_row(r, "residual RMS at k = 1")) << failing_rows(r);
+  EXPECT_NEAR(r.value("residual_rms_k3_f32"), 1.0, 1e-6);  // h = c = [1,1,1,1]: no growth
+  const Result z = run_against("zero_branch_jacobian", dropping);
+  EXPECT_FALSE(z.passed);
+  EXPECT_TRUE(has_failing_row(z, "post-norm, S ≡ 0")) << failing_rows(z);
+  // The plain norms are the library's.
+  EXPECT_TRUE(run_against("worked_examples", dropping).passed);
+  EXPECT_TRUE(run_against("shift_scale", dropping).passed);
+}
+
+TEST(LabNegativeControls, EpsOutsideTheRootFailsGeometry) {
+  const Norms outside = eps_outside_root_norms();
+  const Result r = run_against("normalization_geometry", outside);
+  EXPECT_FALSE(r.passed);
+  EXPECT_TRUE(has_failing_row(r, "at x = 0")) << failing_rows(r);
+  EXPECT_TRUE(has_failing_row(r, "radial r")) << failing_rows(r);
+  // At eps = 0 the control is the right norm: those rows still pass.
+  for (const Row& row : r.rows)
+    if (row.what.find("eps = 0,") != std::string::npos) {
+      EXPECT_TRUE(row.ok.value_or(true)) << row.what;
+    }
+  EXPECT_TRUE(run_against("feature_axis_causality", outside).passed);
+}
+
+TEST(LabRows, ArithmeticOnTheInputsIsReportedNotChecked) {
+  // Rows that no kernel output enters cannot fail, so they are informational.
+  for (const auto& [id, fragment] : std::vector<std::pair<std::string, std::string>>{
+           {"worked_examples", "learned scalars"},
+           {"residual_update_angle", "angle between x and x + u"},
+           {"residual_growth", "residual RMS at k = 0"},
+           {"zero_branch_jacobian", "pre-norm"},
+           {"runtime_arithmetic", "speed-up ceiling if a 25.5%"},
+           {"seed_claims", "LayerNorm parameters per norm"}}) {
+    int found = 0;
+    for (const Row& row : library_result(id).rows)
+      if (row.what.find(fragment) != std::string::npos) {
+        ++found;
+        EXPECT_FALSE(row.ok.has_value()) << id << ": " << row.what;
+      }
+    EXPECT_GT(found, 0) << id << " has no row " << fragment;
+  }
+}
+
 // --- The measured values are the texts' numbers.
 
 TEST(LabValues, WorkedExamples) {
@@ -144,6 +244,8 @@ TEST(LabValues, ZeroBranchAndResidualGrowth) {
     EXPECT_EQ(z.value(std::string("pre_norm_shift_") + dt + "_0"), 5.0);
   }
   EXPECT_LT(z.value("post_norm_jacobian_ones_f64"), 1e-12);
+  // LayerNorm keeps D − 2 directions at gain 1/σ: ‖J‖_F ≈ √(D − 2)/σ = √2/√1.25.
+  EXPECT_NEAR(z.value("post_norm_jacobian_norm_f64"), std::sqrt(2.0 / 1.25), 1e-4);
 
   const Result& g = library_result("residual_growth");
   EXPECT_NEAR(g.value("residual_rms_k0_f32"), 2.739, 5e-4);

@@ -1,8 +1,9 @@
 // The normalization implementation a lab run puts under test. Every check
 // reaches the norms only through this table, so a test can substitute a
 // broken implementation and confirm that the check catches it. The default
-// table is normkit's public API; the two negative controls below are the
-// mistakes the texts warn about.
+// table is normkit's public API; the negative controls below are the
+// mistakes the texts warn about, or a mistake that only the targeted check
+// can see. Each names the check it makes fail (docs/lab.md lists them).
 #pragma once
 
 #include <cstdint>
@@ -46,5 +47,32 @@ Norms sequence_axis_norms(std::int64_t seq_len);
 // implementation without f32 promotion would), so squares above 65504
 // overflow. Other dtypes, and everything else, are the library's.
 Norms unpromoted_f16_norms();
+
+// Negative control for worked_examples, residual_update_angle and
+// runtime_arithmetic: every forward (the fused add included) writes zeros
+// as its output y; statistics, h and the backward are the library's. A
+// runtime check that only timed the norm could not tell it apart.
+Norms zero_output_norms();
+
+// Negative control for shift_scale: LayerNorm without centring, i.e.
+// (x / √(mean(x²) + eps))·g + b, with its exact backward (fp64), in
+// layer_norm, layer_norm_backward and add_layer_norm. RMSNorm is the
+// library's. A shift of x then survives LayerNorm.
+Norms uncentred_layer_norms();
+
+// Negative control for gain_is_trained: the backward returns dweight = 0
+// (and dbias = 0) while dx is the library's, so nothing trains the gain.
+Norms frozen_gain_norms();
+
+// Negative control for residual_growth (and zero_branch_jacobian's
+// post-norm rows): add_layer_norm drops the residual, h = x and
+// y = LayerNorm(x), so the stream never grows.
+Norms residual_dropping_norms();
+
+// Negative control for normalization_geometry: eps applied outside the root,
+// rstd = 1/(√(mean square) + eps), for both norms, forward and exact
+// backward (fp64). At eps = 0 it is the right norm; at eps > 0 the radial
+// gain, the tangent gain and the Jacobian at x = 0 (I/eps, not I/√eps) move.
+Norms eps_outside_root_norms();
 
 }  // namespace normkit::lab
