@@ -140,6 +140,11 @@ TEST(LabNegativeControls, UncentredLayerNormFailsShiftScale) {
   const Result g = run_against("normalization_geometry", uncentred);
   EXPECT_FALSE(g.passed);
   EXPECT_TRUE(has_failing_row(g, "J·1 = 0")) << failing_rows(g);
+  // seed_claims measures the two norms' cosine against cos(x − μ1, x): an
+  // uncentred LayerNorm is RMSNorm, cosine ≈ 1 where 1/√2 is exact.
+  const Result c = run_against("seed_claims", uncentred);
+  EXPECT_FALSE(c.passed);
+  EXPECT_TRUE(has_failing_row(c, "mean cosine(LayerNorm, RMSNorm), bf16, 256×4096, inputs N(1, 1)")) << failing_rows(c);
   // Still token-wise, so causality holds.
   EXPECT_TRUE(run_against("feature_axis_causality", uncentred).passed);
 }
@@ -291,6 +296,16 @@ TEST(LabValues, RuntimeArithmeticAndClaims) {
   EXPECT_NEAR(c.value("cosine_mean_1"), 1.0 / std::sqrt(2.0), 0.02);
   // A claim that does not hold does not fail the check.
   EXPECT_TRUE(c.passed);
+  // RMSNorm against LayerNorm in time: the one-sided claim has a verdict
+  // that follows the measured ratio; the A100 figures are not measurable here.
+  EXPECT_EQ(c.value("claim_rms_cheaper_than_ln_holds"), c.value("rms_over_ln_time") < 1.0 ? 1.0 : 0.0);
+  int not_measurable = 0;
+  for (const Row& row : c.rows)
+    if (row.measured.find("not measurable here") != std::string::npos) {
+      ++not_measurable;
+      EXPECT_FALSE(row.ok.has_value()) << row.what;
+    }
+  EXPECT_EQ(not_measurable, 2);
 }
 
 // --- The CLI, in process.

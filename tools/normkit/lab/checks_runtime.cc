@@ -217,45 +217,70 @@ void check_seed_claims(const Norms& norms, Recorder& rec) {
           "max |Δ| = " + fmt(worst, 3) + "× the rounding budget", "identical", worst <= 1.0);
   }
 
-  // --- 001: RMSNorm's speed-up over LayerNorm. The text's shape is
-  // (32, 2048, 4096) in bf16, 1000 iterations, on an A100, "~1.06–1.10×".
-  // Here: D = 4096 and bf16 kept, rows scaled from 65,536 to 2,048 (1/32, so
-  // a run takes milliseconds: 16 MiB in + 16 MiB out per call), medians of
-  // 15 interleaved calls after 2 warm-ups.
+  // --- 001: RMSNorm against LayerNorm in time. The text's figures
+  // ("~1.06–1.10×" on an A100; "saves roughly 5–10% of the norm's latency",
+  // argued from GPU synchronization) are about a GPU this host does not have:
+  // reported as not measurable here. What the host can measure is the
+  // one-sided claim under them, that dropping a reduction makes RMSNorm
+  // cheaper: holds when RMSNorm's median time is below LayerNorm's.
+  // Measured as `normkit bench` does: one thread (a second pool on the two
+  // shared cores measures contention), warm-ups, calls of the two norms
+  // interleaved with the order alternating, so a slow spell of the host
+  // falls on both, and medians. Shape: D = 4096 in bf16 as in 001, rows cut
+  // from 65,536 to 2,048 (16 MiB in + 16 MiB out per call).
   {
     const std::int64_t rows = 2048, D = 4096;
     Rng rng(37);
     const Array x(DType::bf16, rows, D, rng.normals(rows * D));
     const Array w(DType::bf16, Vec(D, 1.0)), b(DType::bf16, Vec(D, 0.0));
     Array y(DType::bf16, rows, D);
-    Vec t_ln, t_rms;
-    for (int rep = 0; rep < 17; ++rep) {
-      auto t0 = std::chrono::steady_clock::now();
+    const int normkit_threads = num_threads();
+    set_num_threads(1);
+    auto time_ln = [&] {
+      const auto t0 = std::chrono::steady_clock::now();
       norms.layer_norm(x.mat(), w.vec(), b.vec(), 1e-5, y.mat(), {}, {});
-      const double tl = seconds_since(t0);
-      t0 = std::chrono::steady_clock::now();
+      return seconds_since(t0);
+    };
+    auto time_rms = [&] {
+      const auto t0 = std::chrono::steady_clock::now();
       norms.rms_norm(x.mat(), w.vec(), 1e-6, y.mat(), {});
-      const double tr = seconds_since(t0);
-      if (rep >= 2) {
+      return seconds_since(t0);
+    };
+    Vec t_ln, t_rms;
+    const int warmups = 3, samples = 31;
+    for (int rep = 0; rep < warmups + samples; ++rep) {
+      double tl = 0, tr = 0;
+      if (rep % 2 == 0) {
+        tl = time_ln();
+        tr = time_rms();
+      } else {
+        tr = time_rms();
+        tl = time_ln();
+      }
+      if (rep >= warmups) {
         t_ln.push_back(tl);
         t_rms.push_back(tr);
       }
     }
+    set_num_threads(normkit_threads);
     const double tl = median(t_ln), tr = median(t_rms);
     const double bytes = 2.0 * static_cast<double>(rows * D) * 2.0;  // read x, write y, bf16
     rec.value("bench_ln_ms", tl * 1e3);
-    rec.row("LayerNorm forward, bf16, 2048×4096, median of 15", fmt(tl * 1e3, 4) + " ms (" + fmt(bytes / tl / 1e9, 3) + " GB/s)",
-            "time, reported", std::nullopt);
+    rec.row("LayerNorm forward, bf16, 2048×4096, one thread, median of " + std::to_string(samples),
+            fmt(tl * 1e3, 4) + " ms (" + fmt(bytes / tl / 1e9, 3) + " GB/s)", "time, reported", std::nullopt);
     rec.value("bench_rms_ms", tr * 1e3);
-    rec.row("RMSNorm forward, bf16, 2048×4096, median of 15", fmt(tr * 1e3, 4) + " ms (" + fmt(bytes / tr / 1e9, 3) + " GB/s)",
-            "time, reported", std::nullopt);
-    const double speedup = tl / tr;
-    rec.value("rms_speedup_over_ln", speedup);
-    claim(rec, "claim_rms_speedup_1.06_to_1.10", "001: RMSNorm's speed-up over LayerNorm (A100: ~1.06–1.10×)",
-          fmt(speedup, 3) + "×", "~1.06–1.10×", speedup >= 1.06 && speedup <= 1.10);
-    const double saved = 1.0 - tr / tl;
-    claim(rec, "claim_rms_saves_5_to_10pct", "001: dropping one reduction saves roughly 5–10% of the latency",
-          fmt(100.0 * saved, 3) + "%", "5–10%", saved >= 0.05 && saved <= 0.10);
+    rec.row("RMSNorm forward, bf16, 2048×4096, one thread, median of " + std::to_string(samples),
+            fmt(tr * 1e3, 4) + " ms (" + fmt(bytes / tr / 1e9, 3) + " GB/s)", "time, reported", std::nullopt);
+    const double ratio = tr / tl;
+    rec.value("rms_over_ln_time", ratio);
+    claim(rec, "claim_rms_cheaper_than_ln", "001: dropping one reduction makes RMSNorm faster than LayerNorm",
+          "RMSNorm/LayerNorm time " + fmt(ratio, 3), "faster (one-sided: ratio < 1)", ratio < 1.0);
+    rec.row("001: RMSNorm's speed-up over LayerNorm on an A100, ~1.06–1.10×",
+            "here " + fmt(1.0 / ratio, 3) + "× on a CPU  → not measurable here", "text: a GPU figure; no GPU on this host",
+            std::nullopt);
+    rec.row("001: on GPU, dropping one reduction saves roughly 5–10% of the norm's latency",
+            "here " + fmt(100.0 * (1.0 - ratio), 3) + "% on a CPU  → not measurable here",
+            "text: a GPU figure; no GPU on this host", std::nullopt);
   }
 
   // --- 001: float16's smallest normal and subnormal ("~6e-8" for both).
