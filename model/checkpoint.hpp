@@ -8,7 +8,8 @@
 //   56      4     uint8: placement (0 pre, 1 post, 2 sandwich, 3 output,
 //                 4 none, 5 deepnorm), norm (0 layernorm, 1 rmsnorm),
 //                 final_norm (0/1), tie_embeddings (0/1)
-//   60      4     zero
+//   60      1     uint8: the MLP (0 GELU, 1 SwiGLU)
+//   61      3     zero
 //   64      8     f64: eps
 //   72      8     int64: P, the number of parameters
 //   80      V     the vocabulary: byte of token id 0, 1, …, V−1

@@ -22,6 +22,8 @@ std::string_view norm_kind_name(NormKind k) noexcept {
   return k == NormKind::layer_norm ? "layernorm" : "rmsnorm";
 }
 
+std::string_view ffn_kind_name(FfnKind k) noexcept { return k == FfnKind::gelu ? "gelu" : "swiglu"; }
+
 Placement parse_placement(std::string_view name) {
   for (Placement p : kPlacements)
     if (placement_name(p) == name) return p;
@@ -33,6 +35,12 @@ NormKind parse_norm_kind(std::string_view name) {
   for (NormKind k : kNormKinds)
     if (norm_kind_name(k) == name) return k;
   throw std::invalid_argument("unknown norm '" + std::string(name) + "' (expected layernorm or rmsnorm)");
+}
+
+FfnKind parse_ffn_kind(std::string_view name) {
+  for (FfnKind k : {FfnKind::gelu, FfnKind::swiglu})
+    if (ffn_kind_name(k) == name) return k;
+  throw std::invalid_argument("unknown ffn kind '" + std::string(name) + "' (expected gelu or swiglu)");
 }
 
 namespace {
@@ -63,6 +71,9 @@ void validate(const Config& c) {
   if (c.norm != NormKind::layer_norm && c.norm != NormKind::rms_norm)
     throw std::invalid_argument("model config: unknown norm (enum value " +
                                 std::to_string(static_cast<int>(c.norm)) + ")");
+  if (c.ffn_kind != FfnKind::gelu && c.ffn_kind != FfnKind::swiglu)
+    throw std::invalid_argument("model config: unknown ffn kind (enum value " +
+                                std::to_string(static_cast<int>(c.ffn_kind)) + ")");
   if (!(std::isfinite(c.eps) && c.eps >= 0))
     throw std::invalid_argument("model config: eps = " + std::to_string(c.eps) +
                                 ", expected finite and >= 0");

@@ -8,6 +8,9 @@
 //   output    x + N(S(x))
 //   none      x + S(x)
 //   deepnorm  N(α·x + S(x)), with DeepNet's α and β initialization
+// The MLP is GELU(u·W1 + b1)·W2 + b2, or SwiGLU (Shazeer 2020):
+// (silu(u·Wg + bg) ⊙ (u·Wu + bu))·W2 + b2, its gate and up projections the
+// two column halves of one (D, 2F) matrix.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +20,7 @@ namespace normkit::model {
 
 enum class Placement : std::uint8_t { pre, post, sandwich, output, none, deepnorm };
 enum class NormKind : std::uint8_t { layer_norm, rms_norm };
+enum class FfnKind : std::uint8_t { gelu, swiglu };
 
 inline constexpr Placement kPlacements[] = {Placement::pre,    Placement::post, Placement::sandwich,
                                             Placement::output, Placement::none, Placement::deepnorm};
@@ -24,11 +28,13 @@ inline constexpr NormKind kNormKinds[] = {NormKind::layer_norm, NormKind::rms_no
 
 std::string_view placement_name(Placement p) noexcept;
 std::string_view norm_kind_name(NormKind k) noexcept;
+std::string_view ffn_kind_name(FfnKind k) noexcept;  // "gelu", "swiglu"
 // Parse a name as printed above ("pre", ..., "layernorm" / "rmsnorm"); an
 // unknown name throws std::invalid_argument that quotes it and lists the
 // accepted ones.
 Placement parse_placement(std::string_view name);
 NormKind parse_norm_kind(std::string_view name);
+FfnKind parse_ffn_kind(std::string_view name);
 
 struct Config {
   std::int64_t vocab = 0;     // V: token ids are in [0, V)
@@ -39,6 +45,7 @@ struct Config {
   std::int64_t depth = 2;     // blocks
   Placement placement = Placement::pre;
   NormKind norm = NormKind::layer_norm;
+  FfnKind ffn_kind = FfnKind::gelu;
   bool final_norm = true;       // a norm between the last block and the LM head
   bool tie_embeddings = false;  // the LM head is the token embedding, transposed
   double eps = 1e-5;

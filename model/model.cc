@@ -41,6 +41,20 @@ T gelu_derivative(T a) {
   return static_cast<T>(0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kGeluC * (1.0 + 3.0 * kGeluA * x * x));
 }
 
+// silu(a) = a·σ(a), SwiGLU's gate.
+template <class T>
+T silu(T a) {
+  const double x = a;
+  return static_cast<T>(x / (1.0 + std::exp(-x)));
+}
+
+template <class T>
+T silu_derivative(T a) {
+  const double x = a;
+  const double sig = 1.0 / (1.0 + std::exp(-x));
+  return static_cast<T>(sig * (1.0 + x * (1.0 - sig)));
+}
+
 template <class T>
 double rms(const std::vector<T>& v, std::size_t n) {
   double s = 0;
@@ -68,7 +82,7 @@ Model<T>::Model(const Config& config) : config_(config) {
       } else if (config_.placement != Placement::none) {
         sl.norm_a = add_norm(p + ".norm", l);
       }
-      const std::int64_t hidden = attention ? 3 * D : F;
+      const std::int64_t hidden = attention ? 3 * D : fc_width();
       sl.w1 = add_tensor(p + (attention ? ".qkv.weight" : ".fc.weight"), D * hidden, l, true);
       sl.b1 = add_tensor(p + (attention ? ".qkv.bias" : ".fc.bias"), hidden, l, false);
       sl.w2 = add_tensor(p + (attention ? ".proj.weight" : ".fc2.weight"), (attention ? D : F) * D, l, true);
@@ -137,7 +151,7 @@ void Model<T>::init(std::uint64_t seed) {
         normal(sl.w2, D * D, constant(residual_std));
       }
     } else {
-      normal(sl.w1, D * F, constant(deep ? xavier(beta, D, F) : 0.02));
+      normal(sl.w1, D * fc_width(), constant(deep ? xavier(beta, D, F) : 0.02));
       normal(sl.w2, F * D, constant(deep ? xavier(beta, F, D) : residual_std));
     }
   }
@@ -160,7 +174,7 @@ void Model<T>::resize(std::int64_t batch, std::int64_t seq) {
     size(c.s, rows_ * D);
     size(c.h, rows_ * D);
     for (auto* v : {&c.mean_a, &c.rstd_a, &c.mean_b, &c.rstd_b}) size(*v, rows_);
-    size(c.hidden, rows_ * (attention ? 3 * D : F));
+    size(c.hidden, rows_ * (attention ? 3 * D : fc_width()));
     size(c.act, attention ? 0 : rows_ * F);
     size(c.probs, attention ? batch * H * seq * seq : 0);
     size(c.attn, attention ? rows_ * D : 0);
@@ -171,7 +185,8 @@ void Model<T>::resize(std::int64_t batch, std::int64_t seq) {
   size(logits_, rows_ * V);
   size(dlogits_, rows_ * V);
   for (auto* v : {&dz_, &dx_, &dtmp_, &du_, &dattn_}) size(*v, rows_ * D);
-  size(dhidden_, rows_ * std::max(3 * D, F));
+  size(dhidden_, rows_ * std::max(3 * D, fc_width()));
+  size(dact_, config_.ffn_kind == FfnKind::swiglu ? rows_ * F : 0);
   size(dprobs_, seq * seq);
 }
 
@@ -352,31 +367,53 @@ void Model<T>::attention_backward(const Sublayer& sl, Cache& c, const T* u, cons
   add_column_sums(G + sl.b1, dqkv, rows_, 3 * D);
 }
 
-// u, s: (rows, D); hidden, act: (rows, F).
+// u, s: (rows, D); hidden: (rows, F1), F1 = F (GELU) or 2F (SwiGLU: gate
+// columns [0, F), up columns [F, 2F)); act: (rows, F).
 template <class T>
 void Model<T>::mlp_forward(const Sublayer& sl, Cache& c, const T* u, T* s) {
-  const std::int64_t D = config_.width, F = config_.ffn;
+  const std::int64_t D = config_.width, F = config_.ffn, F1 = fc_width();
   const T* W = params_.data();
-  gemm<T>(false, false, rows_, F, D, T(1), u, D, W + sl.w1, F, T(0), c.hidden.data(), F);
-  add_bias(c.hidden.data(), W + sl.b1, rows_, F);
-  for (std::size_t i = 0; i < c.act.size(); ++i) c.act[i] = gelu(c.hidden[i]);
+  gemm<T>(false, false, rows_, F1, D, T(1), u, D, W + sl.w1, F1, T(0), c.hidden.data(), F1);
+  add_bias(c.hidden.data(), W + sl.b1, rows_, F1);
+  if (config_.ffn_kind == FfnKind::gelu) {
+    for (std::size_t i = 0; i < c.act.size(); ++i) c.act[i] = gelu(c.hidden[i]);
+  } else {
+    for (std::int64_t r = 0; r < rows_; ++r)
+      for (std::int64_t i = 0; i < F; ++i) {
+        const T* h = c.hidden.data() + r * F1;
+        c.act[static_cast<std::size_t>(r * F + i)] = silu(h[i]) * h[F + i];
+      }
+  }
   gemm<T>(false, false, rows_, D, F, T(1), c.act.data(), F, W + sl.w2, D, T(0), s, D);
   add_bias(s, W + sl.b2, rows_, D);
 }
 
 template <class T>
 void Model<T>::mlp_backward(const Sublayer& sl, Cache& c, const T* u, const T* ds, T* du) {
-  const std::int64_t D = config_.width, F = config_.ffn;
+  const std::int64_t D = config_.width, F = config_.ffn, F1 = fc_width();
   const T* W = params_.data();
   T* G = grads_.data();
   T* dh = dhidden_.data();
-  gemm<T>(false, true, rows_, F, D, T(1), ds, D, W + sl.w2, D, T(0), dh, F);
+  const bool swiglu = config_.ffn_kind == FfnKind::swiglu;
+  // d(act): straight into dh for GELU (same shape), else into dact_.
+  T* dact = swiglu ? dact_.data() : dh;
+  gemm<T>(false, true, rows_, F, D, T(1), ds, D, W + sl.w2, D, T(0), dact, F);
   gemm<T>(true, false, F, D, rows_, T(1), c.act.data(), F, ds, D, T(1), G + sl.w2, D);
   add_column_sums(G + sl.b2, ds, rows_, D);
-  for (std::size_t i = 0; i < c.act.size(); ++i) dh[i] *= gelu_derivative(c.hidden[i]);
-  gemm<T>(false, true, rows_, D, F, T(1), dh, F, W + sl.w1, F, T(0), du, D);
-  gemm<T>(true, false, D, F, rows_, T(1), u, D, dh, F, T(1), G + sl.w1, F);
-  add_column_sums(G + sl.b1, dh, rows_, F);
+  if (!swiglu) {
+    for (std::size_t i = 0; i < c.act.size(); ++i) dh[i] *= gelu_derivative(c.hidden[i]);
+  } else {
+    for (std::int64_t r = 0; r < rows_; ++r)
+      for (std::int64_t i = 0; i < F; ++i) {
+        const T* h = c.hidden.data() + r * F1;
+        const T g = dact[r * F + i];
+        dh[r * F1 + i] = g * h[F + i] * silu_derivative(h[i]);
+        dh[r * F1 + F + i] = g * silu(h[i]);
+      }
+  }
+  gemm<T>(false, true, rows_, D, F1, T(1), dh, F1, W + sl.w1, F1, T(0), du, D);
+  gemm<T>(true, false, D, F1, rows_, T(1), u, D, dh, F1, T(1), G + sl.w1, F1);
+  add_column_sums(G + sl.b1, dh, rows_, F1);
 }
 
 template <class T>

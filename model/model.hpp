@@ -7,7 +7,7 @@
 //
 // Embedding: x0 = wte[token] + wpe[position]. Then depth blocks of causal
 // multi-head self-attention and a GELU (tanh) MLP, each placed with its norms
-// as config.hpp describes; an optional final norm; logits = z·W_head, or
+// as config.hpp describes (or a SwiGLU MLP); an optional final norm; logits = z·W_head, or
 // z·wteᵀ with tied embeddings. The loss is the mean cross-entropy over rows.
 //
 // The pre-norm residual add and the next norm run as one fused
@@ -100,11 +100,15 @@ class Model {
     std::vector<T> u, s, h;
     std::vector<T> mean_a, rstd_a, mean_b, rstd_b;
     // attention: hidden = qkv (rows, 3D), probs = softmax (B, H, T, T),
-    // attn = the heads' output (rows, D); MLP: hidden = fc (rows, F),
-    // act = its GELU (rows, F).
+    // attn = the heads' output (rows, D); MLP: hidden = fc (rows, F; 2F
+    // for SwiGLU: gate, then up), act = its GELU or SwiGLU (rows, F).
     std::vector<T> hidden, act, probs, attn;
   };
 
+  // Width of the MLP's first projection: F, or 2F for SwiGLU's gate and up.
+  std::int64_t fc_width() const noexcept {
+    return config_.ffn_kind == FfnKind::swiglu ? 2 * config_.ffn : config_.ffn;
+  }
   std::int64_t add_tensor(const std::string& name, std::int64_t size, int layer, bool decay);
   NormRef add_norm(const std::string& name, int layer);
   void resize(std::int64_t batch, std::int64_t seq);
@@ -137,7 +141,7 @@ class Model {
   std::vector<Cache> caches_;
   std::vector<T> z_, mean_f_, rstd_f_, logits_;
   // Backward scratch.
-  std::vector<T> dlogits_, dz_, dx_, dtmp_, du_, dhidden_, dattn_, dprobs_;
+  std::vector<T> dlogits_, dz_, dx_, dtmp_, du_, dhidden_, dattn_, dprobs_, dact_;
 };
 
 extern template class Model<float>;

@@ -53,9 +53,8 @@ class ModelGradient : public ::testing::TestWithParam<GradCase> {};
 // rounding (2⁻⁵³ · loss / h ≈ 1e-11) terms, and any mistake in the backward
 // (a missed path, a wrong transpose) shows as an error many orders above the
 // tolerance below.
-TEST_P(ModelGradient, MatchesCentralDifferences) {
-  const auto [placement, kind, final_norm] = GetParam();
-  Model<double> m(tiny_config(placement, kind, final_norm));
+void check_gradient(const Config& c) {
+  Model<double> m(c);
   m.init(7);
   // Move every parameter off its initial value so that gains are not 1 and
   // biases are not 0, which would hide terms of their gradients.
@@ -105,6 +104,11 @@ TEST_P(ModelGradient, MatchesCentralDifferences) {
                         << "× the tolerance atol 1e-8 + rtol 1e-6·|fd|";
 }
 
+TEST_P(ModelGradient, MatchesCentralDifferences) {
+  const auto [placement, kind, final_norm] = GetParam();
+  check_gradient(tiny_config(placement, kind, final_norm));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     EveryPlacementAndNorm, ModelGradient,
     ::testing::Combine(::testing::ValuesIn(normkit::model::kPlacements),
@@ -116,6 +120,24 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 using CausalCase = std::tuple<Placement, NormKind>;
+
+// The SwiGLU MLP in place of GELU, under every placement and norm kind.
+class ModelGradientSwiGLU : public ::testing::TestWithParam<CausalCase> {};
+
+TEST_P(ModelGradientSwiGLU, MatchesCentralDifferences) {
+  const auto [placement, kind] = GetParam();
+  Config c = tiny_config(placement, kind, true);
+  c.ffn_kind = normkit::model::FfnKind::swiglu;
+  check_gradient(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPlacementAndNorm, ModelGradientSwiGLU,
+                         ::testing::Combine(::testing::ValuesIn(normkit::model::kPlacements),
+                                            ::testing::ValuesIn(normkit::model::kNormKinds)),
+                         [](const ::testing::TestParamInfo<CausalCase>& p) {
+                           return std::string(placement_name(std::get<0>(p.param))) + "_" +
+                                  std::string(norm_kind_name(std::get<1>(p.param)));
+                         });
 
 class ModelCausality : public ::testing::TestWithParam<CausalCase> {};
 
@@ -187,6 +209,8 @@ TEST(ModelConfig, BadConfigurationsNameTheArgument) {
             "unknown placement 'prenorm' (expected pre, post, sandwich, output, none or deepnorm)");
   EXPECT_EQ(error_of([] { normkit::model::parse_norm_kind("batchnorm"); }),
             "unknown norm 'batchnorm' (expected layernorm or rmsnorm)");
+  EXPECT_EQ(error_of([] { normkit::model::parse_ffn_kind("relu"); }),
+            "unknown ffn kind 'relu' (expected gelu or swiglu)");
 }
 
 TEST(ModelConfig, NamesRoundTrip) {

@@ -140,6 +140,7 @@ TEST(Checkpoint, RoundTripAndBrokenFiles) {
   c.placement = nm::Placement::sandwich;
   c.norm = nm::NormKind::rms_norm;
   c.tie_embeddings = true;
+  c.ffn_kind = nm::FfnKind::swiglu;
   nm::Model<float> m(c);
   m.init(2);
   nm::TrainOptions o;
@@ -154,6 +155,7 @@ TEST(Checkpoint, RoundTripAndBrokenFiles) {
   EXPECT_EQ(ck.config.placement, nm::Placement::sandwich);
   EXPECT_EQ(ck.config.norm, nm::NormKind::rms_norm);
   EXPECT_TRUE(ck.config.tie_embeddings);
+  EXPECT_EQ(ck.config.ffn_kind, nm::FfnKind::swiglu);
   EXPECT_EQ(ck.config.width, c.width);
   nm::Model<float> back = nm::model_from(ck);
   const auto tokens = std::vector<std::int32_t>(data.train().begin(), data.train().begin() + 64);

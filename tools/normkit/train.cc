@@ -38,6 +38,7 @@ constexpr const char* kHelp =
     "  --width D          residual width                                 [64]\n"
     "  --heads H          attention heads, dividing D                    [4]\n"
     "  --ffn F            MLP hidden width                               [4·D]\n"
+    "  --mlp KIND         gelu or swiglu                                 [gelu]\n"
     "  --context T        sequence length                                [64]\n"
     "  --placement P      pre, post, sandwich, output, none, deepnorm    [pre]\n"
     "  --norm K           layernorm or rmsnorm                           [layernorm]\n"
@@ -128,6 +129,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--context") o.model.context = parse_int(a, v, 1);
     else if (a == "--placement") o.model.placement = nm::parse_placement(v);
     else if (a == "--norm") o.model.norm = nm::parse_norm_kind(v);
+    else if (a == "--mlp") o.model.ffn_kind = nm::parse_ffn_kind(v);
     else if (a == "--steps") o.train.steps = parse_int(a, v, 1);
     else if (a == "--batch") o.train.batch = parse_int(a, v, 1);
     else if (a == "--lr") o.train.lr = parse_number(a, v, 0);
@@ -235,9 +237,10 @@ int train_main(int argc, char** argv) {
   if (tty) std::fputs("\n", stderr);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  std::printf("%s %s, depth %lld, width %lld, heads %lld, ffn %lld, context %lld; %lld parameters\n",
+  std::printf("%s %s, %s MLP, depth %lld, width %lld, heads %lld, ffn %lld, context %lld; %lld parameters\n",
               std::string(nm::placement_name(o.model.placement)).c_str(),
-              std::string(nm::norm_kind_name(o.model.norm)).c_str(), static_cast<long long>(o.model.depth),
+              std::string(nm::norm_kind_name(o.model.norm)).c_str(),
+              std::string(nm::ffn_kind_name(o.model.ffn_kind)).c_str(), static_cast<long long>(o.model.depth),
               static_cast<long long>(o.model.width), static_cast<long long>(o.model.heads),
               static_cast<long long>(o.model.ffn), static_cast<long long>(o.model.context),
               static_cast<long long>(model.params().size()));
