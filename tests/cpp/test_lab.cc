@@ -181,6 +181,7 @@ TEST(LabNegativeControls, EpsOutsideTheRootFailsGeometry) {
   EXPECT_FALSE(r.passed);
   EXPECT_TRUE(has_failing_row(r, "at x = 0")) << failing_rows(r);
   EXPECT_TRUE(has_failing_row(r, "radial r")) << failing_rows(r);
+  EXPECT_TRUE(has_failing_row(r, "LayerNorm ‖y‖ (√D")) << failing_rows(r);  // radius √D·σ/(σ + eps)
   // At eps = 0 the control is the right norm: those rows still pass.
   for (const Row& row : r.rows)
     if (row.what.find("eps = 0,") != std::string::npos) {
@@ -264,6 +265,8 @@ TEST(LabValues, GeometryAndAngles) {
   EXPECT_EQ(g.value("rms_rank_eps0_f64"), 5.0);  // D − 1, D = 6
   EXPECT_EQ(g.value("ln_rank_eps0_f64"), 4.0);   // D − 2
   EXPECT_EQ(g.value("rms_rank_eps0.25_f64"), 6.0);
+  EXPECT_NEAR(g.value("ln_output_radius_eps0_f64"), std::sqrt(6.0), 1e-12);  // on the sphere of radius √D
+  EXPECT_LT(g.value("ln_output_radius_eps0.25_f64"), std::sqrt(6.0) - 0.1);   // inside it
   const Result& a = library_result("residual_update_angle");
   EXPECT_NEAR(a.value("angle_c1_f32"), 45.0, 1e-9);
   EXPECT_NEAR(a.value("angle_c10_f32"), 5.71, 5e-3);

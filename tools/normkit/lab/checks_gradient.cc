@@ -322,6 +322,35 @@ void check_normalization_geometry(const Norms& norms, Recorder& rec) {
         }
       }
     }
+    // LayerNorm's output lies on the sphere of radius √D at eps = 0 (Σx̂² = D
+    // exactly) and strictly inside it for eps > 0, at √D·σ/√(σ² + eps). Each
+    // element is within its bound B_j, so ‖y‖ is within ‖B‖ of the exact norm.
+    for (const double eps : {0.0, 0.25}) {
+      const ForwardRun f = forward(norms, Kind::layer, x, nullptr, nullptr, eps);
+      const double sigma2 = dot(centred, centred) / static_cast<double>(D);
+      const double radius = std::sqrt(static_cast<double>(D) * sigma2 / (sigma2 + eps));
+      const std::string e = eps == 0.0 ? "eps0" : "eps0.25";
+      rec.near("ln_output_radius_" + e + "_" + d,
+               "LayerNorm ‖y‖ (√D = " + fmt(std::sqrt(static_cast<double>(D)), 4) + "), eps = " + fmt(eps) + ", " + d,
+               norm2(f.y.values()), radius, norm2(f.bound));
+      if (eps > 0)
+        rec.at_most("ln_output_inside_sphere_" + e + "_" + d,
+                    "LayerNorm ‖y‖ + its bound, inside the sphere of radius √D, eps = " + fmt(eps) + ", " + d,
+                    norm2(f.y.values()) + norm2(f.bound), std::sqrt(static_cast<double>(D)));
+    }
+    // Σx²/D = σ² + μ², from the kernels' saved statistics at eps = 0:
+    // 1/rstd_RMS² against mean_LN² + 1/rstd_LN². Each statistic is within
+    // growth(D)·u_acc relative (the bound worked_examples uses); squaring and
+    // inverting make that at most 2.5× on each term.
+    {
+      const ForwardRun l = forward(norms, Kind::layer, x, nullptr, nullptr, 0.0);
+      const ForwardRun r = forward(norms, Kind::rms, x, nullptr, nullptr, 0.0);
+      const double mean_sq = 1.0 / (r.rstd.get(0) * r.rstd.get(0));
+      const double mu2 = l.mean.get(0) * l.mean.get(0), var = 1.0 / (l.rstd.get(0) * l.rstd.get(0));
+      const double rel = 2.5 * growth(D) * accum_roundoff(dt);
+      rec.near("mean_square_vs_var_plus_mean2_" + d, "Σx²/D from RMSNorm's rstd against σ² + μ² from LayerNorm's, " + d,
+               mean_sq, var + mu2, rel * (mean_sq + var + mu2));
+    }
     // At x = 0 (eps > 0), RMSNorm's Jacobian is I/√eps.
     for (const double eps : {1e-2, 1e-6}) {
       Mat bound;
