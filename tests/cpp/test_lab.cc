@@ -93,6 +93,11 @@ TEST(LabNegativeControls, UnpromotedF16FailsTheReferenceCheck) {
   EXPECT_EQ(lib.value("rms_control_passes_isfinite"), 1.0);
   EXPECT_GT(lib.value("rms_control_vs_f32"), 1.4);  // the whole 1.461 is missing
   EXPECT_LT(lib.value("rms_1000_4000_f16_vs_f32"), 1e-3);
+  // eps = 1e-8 vanishes in f16: storage-precision arithmetic gives NaN on a
+  // constant row, the library (eps in f32) the exact 0; the control fails it.
+  EXPECT_EQ(lib.value("ln_flat_f16_eps_1e-8_control_nonfinite"), 4.0);
+  EXPECT_EQ(lib.value("ln_flat_f16_eps_1e-8_zero"), 1.0);
+  EXPECT_TRUE(has_failing_row(r, "eps = 1e-8, library")) << failing_rows(r);
 }
 
 TEST(LabNegativeControls, ControlsOnlyChangeWhatTheyTarget) {

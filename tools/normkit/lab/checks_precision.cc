@@ -1,6 +1,7 @@
 // The checks about axes and dtypes: token-wise causality, and 16-bit outputs
 // against an f32 reference, each with the negative control it must catch.
 #include <cmath>
+#include <limits>
 
 #include "lab/check.hpp"
 #include "lab/numerics.hpp"
@@ -161,6 +162,36 @@ void check_low_precision_reference(const Norms& norms, Recorder& rec) {
     differ(rec, k + "_control_vs_f32",
            "the control's " + K + " output against round(f32 reference): the reference catches it", yc.values(),
            ref.values(), tol);
+  }
+
+  // eps in low precision. A constant row has variance exactly 0, so var + eps
+  // is eps alone. eps = 1e-8 is below half of f16's smallest subnormal
+  // (2⁻²⁵ ≈ 3e-8) and rounds to 0 in f16: a computation in storage precision
+  // gets 1/√0 = Inf and 0·Inf = NaN. The library keeps eps and the statistics
+  // in f32, so its output is the exact 0. bf16 has f32's exponent range, so
+  // eps ≥ 1e-7 stays positive there.
+  {
+    const double tiny_eps = 1e-8;
+    const Array flat(DType::f16, {3, 3, 3, 3});
+    Array y_lib(DType::f16, 1, 4), y_ctl(DType::f16, 1, 4);
+    norms.layer_norm(flat.mat(), {}, {}, tiny_eps, y_lib.mat(), {}, {});
+    control.layer_norm(flat.mat(), {}, {}, tiny_eps, y_ctl.mat(), {}, {});
+    bool lib_zero = true;
+    double ctl_nonfinite = 0;
+    for (std::int64_t j = 0; j < 4; ++j) {
+      lib_zero = lib_zero && y_lib.get(j) == 0.0;
+      ctl_nonfinite += std::isfinite(y_ctl.get(j)) ? 0.0 : 1.0;
+    }
+    rec.is_true("eps_1e-8_f16_rounds_to_zero", "eps = 1e-8 rounded to f16 is 0", to_f16(1e-8f).bits == 0,
+                "yes: below half of the smallest subnormal");
+    rec.is_true("ln_flat_f16_eps_1e-8_zero", "LayerNorm[3,3,3,3] f16, eps = 1e-8, library (eps and statistics in f32)",
+                lib_zero, "yes: the exact output, all 0");
+    rec.note("ln_flat_f16_eps_1e-8_control_nonfinite",
+             "LayerNorm[3,3,3,3] f16, eps = 1e-8, in f16 arithmetic (" + control.name + "): non-finite outputs",
+             ctl_nonfinite, "4 of 4: var + eps = 0 in f16, so 0·Inf = NaN");
+    rec.is_true("eps_1e-7_bf16_positive", "eps = 1e-7 rounded to bf16 is positive and normal",
+                to_float(to_bf16(1e-7f)) >= static_cast<double>(std::numeric_limits<float>::min()),
+                "yes: bf16 has f32's exponent range");
   }
 }
 
