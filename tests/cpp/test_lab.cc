@@ -289,6 +289,11 @@ TEST(LabValues, RuntimeArithmeticAndClaims) {
   EXPECT_GT(share, 0.0);
   EXPECT_LT(share, 1.0);
   EXPECT_NEAR(rt.value("rms_amdahl_ceiling"), 1.0 / (1.0 - share), 1e-12);
+  // A norm does ~1 FLOP per byte (RMSNorm 4 FLOPs per 8 bytes in f32), the
+  // step's matmuls far more, and the norm runs at a far lower FLOP rate.
+  EXPECT_EQ(rt.value("rms_norm_flops_per_byte"), 0.5);
+  EXPECT_GT(rt.value("rms_matmul_flops_per_byte"), 10.0);
+  EXPECT_LT(rt.value("rms_norm_gflops"), rt.value("rms_rest_gflops"));
 
   const Result& c = library_result("seed_claims");
   EXPECT_EQ(c.value("f16_min_normal"), 6.103515625e-05);

@@ -140,6 +140,23 @@ void check_runtime_arithmetic(const Norms& norms, Recorder& rec) {
              amdahl(share, std::numeric_limits<double>::infinity()), "Amdahl on the measured share");
     rec.note(k + "_amdahl_ceiling_from_flops", K + ": the same ceiling predicted from the FLOP share",
              amdahl(flop_share, std::numeric_limits<double>::infinity()), "what FLOP counting would predict");
+    // Arithmetic intensity (000: "1 FLOP/byte" against "10"), counted for
+    // this step in f32: the norm reads x and writes y (8 bytes an element);
+    // each matmul reads both operands and writes its product once. Beside
+    // each, the FLOP rate it achieved: the norm's is far lower, which is the
+    // time share / FLOP share ratio checked below seen from the other side.
+    {
+      const double norm_bytes = 8.0 * elems;
+      const double mm_flops = 4.0 * elems * static_cast<double>(F);
+      const double mm_bytes = 4.0 * 2.0 * static_cast<double>(rows * D + D * F + rows * F);
+      rec.note(k + "_norm_flops_per_byte", K + ": arithmetic intensity of the norm, FLOP/byte", norm_flops / norm_bytes,
+               "counted; 000's 'about 1'");
+      rec.note(k + "_matmul_flops_per_byte", K + " step: arithmetic intensity of the two matmuls, FLOP/byte",
+               mm_flops / mm_bytes, "counted at this shape; 000's 'about 10' is a toy figure");
+      rec.note(k + "_norm_gflops", K + ": achieved GFLOP/s of the norm (" + fmt(norm_bytes / tn / 1e9, 3) + " GB/s)",
+               norm_flops / tn / 1e9, "from the median time");
+      rec.note(k + "_rest_gflops", K + " step: achieved GFLOP/s of the rest", rest_flops / tr / 1e9, "from the median time");
+    }
     // "Several times over": at least twice. A timing means something only
     // for a norm that computes the right thing, so the norm under test is
     // also run on the step's last input and compared with the oracle.
