@@ -50,7 +50,9 @@ void save_checkpoint(const std::string& path, const Model<float>& m, const std::
                          static_cast<std::uint8_t>(c.final_norm), static_cast<std::uint8_t>(c.tie_embeddings)})
     put(out, v);
   put(out, static_cast<std::uint8_t>(c.ffn_kind));
-  for (int i = 0; i < 3; ++i) put(out, std::uint8_t{0});
+  put(out, static_cast<std::uint8_t>(c.qk_norm));
+  put(out, static_cast<std::uint8_t>(c.weight_offset));  // 0 or 1, as validate() requires
+  put(out, std::uint8_t{0});
   put(out, c.eps);
   put(out, static_cast<std::int64_t>(m.params().size()));
   put_bytes(out, vocabulary.data(), vocabulary.size());
@@ -80,6 +82,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   c.final_norm = get<std::uint8_t>(in, 58) != 0;
   c.tie_embeddings = get<std::uint8_t>(in, 59) != 0;
   c.ffn_kind = static_cast<FfnKind>(get<std::uint8_t>(in, 60));
+  c.qk_norm = get<std::uint8_t>(in, 61) != 0;
+  c.weight_offset = get<std::uint8_t>(in, 62);
   c.eps = get<double>(in, 64);
   const std::int64_t count = get<std::int64_t>(in, 72);
   try {

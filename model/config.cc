@@ -74,6 +74,11 @@ void validate(const Config& c) {
   if (c.ffn_kind != FfnKind::gelu && c.ffn_kind != FfnKind::swiglu)
     throw std::invalid_argument("model config: unknown ffn kind (enum value " +
                                 std::to_string(static_cast<int>(c.ffn_kind)) + ")");
+  if (c.weight_offset != 0 && c.weight_offset != 1)
+    throw std::invalid_argument("model config: weight_offset = " + std::to_string(c.weight_offset) +
+                                ", expected 0 or 1");
+  if (c.weight_offset != 0 && c.norm != NormKind::rms_norm)
+    throw std::invalid_argument("model config: weight_offset = 1 needs norm = rmsnorm (LayerNorm's gain has no offset)");
   if (!(std::isfinite(c.eps) && c.eps >= 0))
     throw std::invalid_argument("model config: eps = " + std::to_string(c.eps) +
                                 ", expected finite and >= 0");

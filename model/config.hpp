@@ -8,6 +8,10 @@
 //   output    x + N(S(x))
 //   none      x + S(x)
 //   deepnorm  N(α·x + S(x)), with DeepNet's α and β initialization
+// QK-norm (Dehghani et al. 2023; OLMo 2, Qwen3) is independent of the
+// placement: each head's query and key are normed over the head's width
+// before their dot product, with one gain (and bias) per attention sublayer
+// shared by its heads.
 // The MLP is GELU(u·W1 + b1)·W2 + b2, or SwiGLU (Shazeer 2020):
 // (silu(u·Wg + bg) ⊙ (u·Wu + bu))·W2 + b2, its gate and up projections the
 // two column halves of one (D, 2F) matrix.
@@ -48,6 +52,10 @@ struct Config {
   FfnKind ffn_kind = FfnKind::gelu;
   bool final_norm = true;       // a norm between the last block and the LM head
   bool tie_embeddings = false;  // the LM head is the token embedding, transposed
+  bool qk_norm = false;         // norm q and k per head before attention scores
+  // RMSNorm's gain is weight_offset + weight: 0 (Llama) or 1 (Gemma, whose
+  // weights start at 0). LayerNorm takes 0 only.
+  double weight_offset = 0;
   double eps = 1e-5;
 };
 

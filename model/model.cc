@@ -6,7 +6,7 @@
 
 #include "model/blas.hpp"
 #include "model/rng.hpp"
-#include "normkit/ops.hpp"
+#include "normkit/tensor.hpp"
 
 namespace normkit::model {
 
@@ -65,9 +65,9 @@ double rms(const std::vector<T>& v, std::size_t n) {
 }  // namespace
 
 template <class T>
-Model<T>::Model(const Config& config) : config_(config) {
+Model<T>::Model(const Config& config, NormOps norms) : config_(config), ops_(std::move(norms)) {
   validate(config_);
-  const std::int64_t V = config_.vocab, D = config_.width, F = config_.ffn;
+  const std::int64_t V = config_.vocab, D = config_.width, F = config_.ffn, dh = D / config_.heads;
   wte_ = add_tensor("wte", V * D, -1, true);
   wpe_ = add_tensor("wpe", config_.context * D, -1, true);
   for (int l = 0; l < static_cast<int>(config_.depth); ++l) {
@@ -77,10 +77,14 @@ Model<T>::Model(const Config& config) : config_(config) {
       sl.attention = attention;
       sl.block = l;
       if (config_.placement == Placement::sandwich) {
-        sl.norm_a = add_norm(p + ".norm_in", l);
-        sl.norm_b = add_norm(p + ".norm_out", l);
+        sl.norm_a = add_norm(p + ".norm_in", l, D);
+        sl.norm_b = add_norm(p + ".norm_out", l, D);
       } else if (config_.placement != Placement::none) {
-        sl.norm_a = add_norm(p + ".norm", l);
+        sl.norm_a = add_norm(p + ".norm", l, D);
+      }
+      if (attention && config_.qk_norm) {
+        sl.q_norm = add_norm(p + ".q_norm", l, dh);
+        sl.k_norm = add_norm(p + ".k_norm", l, dh);
       }
       const std::int64_t hidden = attention ? 3 * D : fc_width();
       sl.w1 = add_tensor(p + (attention ? ".qkv.weight" : ".fc.weight"), D * hidden, l, true);
@@ -90,7 +94,7 @@ Model<T>::Model(const Config& config) : config_(config) {
       sublayers_.push_back(sl);
     }
   }
-  if (config_.final_norm) final_norm_ = add_norm("final_norm", -1);
+  if (config_.final_norm) final_norm_ = add_norm("final_norm", -1, D);
   if (!config_.tie_embeddings) head_ = add_tensor("head.weight", D * V, -1, true);
   const std::int64_t total = tensors_.back().offset + tensors_.back().size;
   params_.assign(static_cast<std::size_t>(total), T(0));
@@ -107,11 +111,12 @@ std::int64_t Model<T>::add_tensor(const std::string& name, std::int64_t size, in
 }
 
 template <class T>
-typename Model<T>::NormRef Model<T>::add_norm(const std::string& name, int layer) {
+typename Model<T>::NormRef Model<T>::add_norm(const std::string& name, int layer, std::int64_t width) {
   NormRef n;
   n.name = name;
-  n.weight = add_tensor(name + ".weight", config_.width, layer, false);
-  if (config_.norm == NormKind::layer_norm) n.bias = add_tensor(name + ".bias", config_.width, layer, false);
+  n.width = width;
+  n.weight = add_tensor(name + ".weight", width, layer, false);
+  if (config_.norm == NormKind::layer_norm) n.bias = add_tensor(name + ".bias", width, layer, false);
   return n;
 }
 
@@ -132,14 +137,13 @@ void Model<T>::init(std::uint64_t seed) {
   auto xavier = [](double gain, std::int64_t fan_in, std::int64_t fan_out) {
     return gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out));
   };
-  auto ones = [&](const NormRef& n) {
-    if (n.weight >= 0) std::fill_n(params_.begin() + n.weight, D, T(1));
+  auto ones = [&](const NormRef& n) {  // a gain of 1
+    if (n.weight >= 0) std::fill_n(params_.begin() + n.weight, n.width, static_cast<T>(1 - config_.weight_offset));
   };
   normal(wte_, config_.vocab * D, constant(0.02));
   normal(wpe_, config_.context * D, constant(0.02));
   for (const Sublayer& sl : sublayers_) {
-    ones(sl.norm_a);
-    ones(sl.norm_b);
+    for (const NormRef* n : {&sl.norm_a, &sl.norm_b, &sl.q_norm, &sl.k_norm}) ones(*n);
     if (sl.attention) {
       if (deep) {
         // qkv columns: [0, D) query, [D, 2D) key, [2D, 3D) value.
@@ -178,6 +182,9 @@ void Model<T>::resize(std::int64_t batch, std::int64_t seq) {
     size(c.act, attention ? 0 : rows_ * F);
     size(c.probs, attention ? batch * H * seq * seq : 0);
     size(c.attn, attention ? rows_ * D : 0);
+    const bool qk = attention && config_.qk_norm;
+    for (auto* v : {&c.q, &c.k, &c.qn, &c.kn}) size(*v, qk ? rows_ * D : 0);
+    for (auto* v : {&c.mean_q, &c.rstd_q, &c.mean_k, &c.rstd_k}) size(*v, qk ? rows_ * H : 0);
   }
   size(z_, rows_ * D);
   size(mean_f_, rows_);
@@ -188,6 +195,8 @@ void Model<T>::resize(std::int64_t batch, std::int64_t seq) {
   size(dhidden_, rows_ * std::max(3 * D, fc_width()));
   size(dact_, config_.ffn_kind == FfnKind::swiglu ? rows_ * F : 0);
   size(dprobs_, seq * seq);
+  size(dqn_, config_.qk_norm ? rows_ * D : 0);
+  size(dkn_, config_.qk_norm ? rows_ * D : 0);
 }
 
 template <class T>
@@ -215,53 +224,26 @@ void Model<T>::forward(std::span<const std::int32_t> tokens, std::int64_t batch,
     for (std::int64_t d = 0; d < D; ++d) x0[n * D + d] = e[d] + p[d];
   }
 
-  const std::size_t n_elems = static_cast<std::size_t>(rows_ * D);
-  const T alpha = static_cast<T>(deepnorm_alpha(config_));
   for (std::size_t j = 0; j < L2; ++j) {
-    const Sublayer& sl = sublayers_[j];
-    Cache& c = caches_[j];
     const T* x = stream_[j].data();
     T* xn = stream_[j + 1].data();
-    switch (config_.placement) {
-      case Placement::pre:
-        // The norm of this sublayer's input ran fused with the previous add,
-        // except for the first sublayer's.
-        if (j == 0) norm(sl.norm_a, x, c.u.data(), c.mean_a.data(), c.rstd_a.data());
-        sublayer_forward(j, c.u.data(), c.s.data());
-        if (j + 1 < L2) {
-          Cache& next = caches_[j + 1];
-          add_norm(sublayers_[j + 1].norm_a, c.s.data(), x, xn, next.u.data(), next.mean_a.data(),
-                   next.rstd_a.data());
-        } else if (config_.final_norm) {
-          add_norm(final_norm_, c.s.data(), x, xn, z_.data(), mean_f_.data(), rstd_f_.data());
-        } else {
-          for (std::size_t i = 0; i < n_elems; ++i) xn[i] = x[i] + c.s[i];
-        }
-        break;
-      case Placement::post:
-        sublayer_forward(j, x, c.s.data());
-        add_norm(sl.norm_a, c.s.data(), x, c.h.data(), xn, c.mean_a.data(), c.rstd_a.data());
-        break;
-      case Placement::sandwich:
-        norm(sl.norm_a, x, c.u.data(), c.mean_a.data(), c.rstd_a.data());
-        sublayer_forward(j, c.u.data(), c.s.data());
-        norm(sl.norm_b, c.s.data(), c.h.data(), c.mean_b.data(), c.rstd_b.data());
-        for (std::size_t i = 0; i < n_elems; ++i) xn[i] = x[i] + c.h[i];
-        break;
-      case Placement::output:
-        sublayer_forward(j, x, c.s.data());
-        norm(sl.norm_a, c.s.data(), c.h.data(), c.mean_a.data(), c.rstd_a.data());
-        for (std::size_t i = 0; i < n_elems; ++i) xn[i] = x[i] + c.h[i];
-        break;
-      case Placement::none:
-        sublayer_forward(j, x, c.s.data());
-        for (std::size_t i = 0; i < n_elems; ++i) xn[i] = x[i] + c.s[i];
-        break;
-      case Placement::deepnorm:
-        sublayer_forward(j, x, c.s.data());
-        for (std::size_t i = 0; i < n_elems; ++i) c.h[i] = alpha * x[i] + c.s[i];
-        norm(sl.norm_a, c.h.data(), xn, c.mean_a.data(), c.rstd_a.data());
-        break;
+    if (config_.placement != Placement::pre) {
+      block_step(j, x, xn);
+      continue;
+    }
+    // Pre-norm: the norm of this sublayer's input ran fused with the
+    // previous add, except for the first sublayer's.
+    const Sublayer& sl = sublayers_[j];
+    Cache& c = caches_[j];
+    if (j == 0) norm(sl.norm_a, x, c.u.data(), c.mean_a.data(), c.rstd_a.data());
+    sublayer_forward(j, c.u.data(), c.s.data());
+    if (j + 1 < L2) {
+      Cache& next = caches_[j + 1];
+      add_norm(sublayers_[j + 1].norm_a, c.s.data(), x, xn, next.u.data(), next.mean_a.data(), next.rstd_a.data());
+    } else if (config_.final_norm) {
+      add_norm(final_norm_, c.s.data(), x, xn, z_.data(), mean_f_.data(), rstd_f_.data());
+    } else {
+      for (std::int64_t i = 0; i < rows_ * D; ++i) xn[i] = x[i] + c.s[i];
     }
   }
   if (config_.final_norm && config_.placement != Placement::pre)
@@ -271,6 +253,75 @@ void Model<T>::forward(std::span<const std::int32_t> tokens, std::int64_t batch,
     gemm<T>(false, true, rows_, V, D, T(1), z, D, params_.data() + wte_, D, T(0), logits_.data(), V);
   else
     gemm<T>(false, false, rows_, V, D, T(1), z, D, params_.data() + head_, V, T(0), logits_.data(), V);
+}
+
+template <class T>
+void Model<T>::block_step(std::size_t j, const T* x, T* xn) {
+  const Sublayer& sl = sublayers_[j];
+  Cache& c = caches_[j];
+  const std::size_t n_elems = static_cast<std::size_t>(rows_ * config_.width);
+  const T alpha = static_cast<T>(deepnorm_alpha(config_));
+  switch (config_.placement) {
+    case Placement::pre:
+      norm(sl.norm_a, x, c.u.data(), c.mean_a.data(), c.rstd_a.data());
+      sublayer_forward(j, c.u.data(), c.s.data());
+      for (std::size_t i = 0; i < n_elems; ++i) xn[i] = x[i] + c.s[i];
+      break;
+    case Placement::post:
+      sublayer_forward(j, x, c.s.data());
+      add_norm(sl.norm_a, c.s.data(), x, c.h.data(), xn, c.mean_a.data(), c.rstd_a.data());
+      break;
+    case Placement::sandwich:
+      norm(sl.norm_a, x, c.u.data(), c.mean_a.data(), c.rstd_a.data());
+      sublayer_forward(j, c.u.data(), c.s.data());
+      norm(sl.norm_b, c.s.data(), c.h.data(), c.mean_b.data(), c.rstd_b.data());
+      for (std::size_t i = 0; i < n_elems; ++i) xn[i] = x[i] + c.h[i];
+      break;
+    case Placement::output:
+      sublayer_forward(j, x, c.s.data());
+      norm(sl.norm_a, c.s.data(), c.h.data(), c.mean_a.data(), c.rstd_a.data());
+      for (std::size_t i = 0; i < n_elems; ++i) xn[i] = x[i] + c.h[i];
+      break;
+    case Placement::none:
+      sublayer_forward(j, x, c.s.data());
+      for (std::size_t i = 0; i < n_elems; ++i) xn[i] = x[i] + c.s[i];
+      break;
+    case Placement::deepnorm:
+      sublayer_forward(j, x, c.s.data());
+      for (std::size_t i = 0; i < n_elems; ++i) c.h[i] = alpha * x[i] + c.s[i];
+      norm(sl.norm_a, c.h.data(), xn, c.mean_a.data(), c.rstd_a.data());
+      break;
+  }
+}
+
+template <class T>
+void Model<T>::sublayer(std::size_t j, std::span<const T> u, std::int64_t batch, std::int64_t seq, std::span<T> s) {
+  check_block_args("model sublayer", j, u.size(), s.size(), batch, seq);
+  resize(batch, seq);
+  sublayer_forward(j, u.data(), s.data());
+}
+
+template <class T>
+void Model<T>::block(std::size_t j, std::span<const T> x, std::int64_t batch, std::int64_t seq, std::span<T> y) {
+  check_block_args("model block", j, x.size(), y.size(), batch, seq);
+  resize(batch, seq);
+  block_step(j, x.data(), y.data());
+}
+
+template <class T>
+void Model<T>::check_block_args(const char* what, std::size_t j, std::size_t in, std::size_t out, std::int64_t batch,
+                                std::int64_t seq) const {
+  if (j >= sublayers_.size())
+    throw std::invalid_argument(std::string(what) + ": sublayer " + std::to_string(j) + ", the model has " +
+                                std::to_string(sublayers_.size()));
+  if (batch < 1 || seq < 1 || seq > config_.context)
+    throw std::invalid_argument(std::string(what) + ": batch = " + std::to_string(batch) + ", seq = " +
+                                std::to_string(seq) + "; expected batch >= 1 and 1 <= seq <= context = " +
+                                std::to_string(config_.context));
+  const std::size_t n = static_cast<std::size_t>(batch * seq * config_.width);
+  if (in != n || out != n)
+    throw std::invalid_argument(std::string(what) + ": input has " + std::to_string(in) + " and output " +
+                                std::to_string(out) + " elements, expected batch·seq·width = " + std::to_string(n));
 }
 
 template <class T>
@@ -293,6 +344,9 @@ void Model<T>::sublayer_backward(std::size_t j, const T* u, const T* ds, T* du) 
 // Row i of a head's scores is computed for every key and the keys after i
 // are then set to probability 0, so the output of position i never reads a
 // later position's value: its sum gains only exact zeros from them.
+// With QK-norm, q and k are copied out to (rows, D) buffers, which are
+// (rows·H, dh) matrices with one row per token and head, and normed there
+// in one call each; the scores then read the normed copies.
 template <class T>
 void Model<T>::attention_forward(const Sublayer& sl, Cache& c, const T* u, T* s) {
   const std::int64_t D = config_.width, H = config_.heads, dh = D / H, Tn = seq_;
@@ -301,13 +355,23 @@ void Model<T>::attention_forward(const Sublayer& sl, Cache& c, const T* u, T* s)
   T* qkv = c.hidden.data();
   gemm<T>(false, false, rows_, 3 * D, D, T(1), u, D, W + sl.w1, 3 * D, T(0), qkv, 3 * D);
   add_bias(qkv, W + sl.b1, rows_, 3 * D);
+  const bool qk = config_.qk_norm;
+  if (qk) {
+    for (std::int64_t n = 0; n < rows_; ++n) {
+      std::copy_n(qkv + n * 3 * D, D, c.q.data() + n * D);
+      std::copy_n(qkv + n * 3 * D + D, D, c.k.data() + n * D);
+    }
+    norm(sl.q_norm, c.q.data(), c.qn.data(), c.mean_q.data(), c.rstd_q.data());
+    norm(sl.k_norm, c.k.data(), c.kn.data(), c.mean_k.data(), c.rstd_k.data());
+  }
+  const std::int64_t ldqk = qk ? D : 3 * D;  // the row stride of the q and k the scores read
   for (std::int64_t b = 0; b < batch_; ++b) {
     for (std::int64_t h = 0; h < H; ++h) {
-      const T* q = qkv + b * Tn * 3 * D + h * dh;
-      const T* k = q + D;
-      const T* v = q + 2 * D;
+      const T* q = qk ? c.qn.data() + b * Tn * D + h * dh : qkv + b * Tn * 3 * D + h * dh;
+      const T* k = qk ? c.kn.data() + b * Tn * D + h * dh : q + D;
+      const T* v = qkv + b * Tn * 3 * D + h * dh + 2 * D;
       T* P = c.probs.data() + (b * H + h) * Tn * Tn;
-      gemm<T>(false, true, Tn, Tn, dh, scale, q, 3 * D, k, 3 * D, T(0), P, Tn);
+      gemm<T>(false, true, Tn, Tn, dh, scale, q, ldqk, k, ldqk, T(0), P, Tn);
       for (std::int64_t i = 0; i < Tn; ++i) {
         T* row = P + i * Tn;
         T m = row[0];
@@ -340,11 +404,17 @@ void Model<T>::attention_backward(const Sublayer& sl, Cache& c, const T* u, cons
   const T* qkv = c.hidden.data();
   T* dqkv = dhidden_.data();
   T* dP = dprobs_.data();
+  const bool qk = config_.qk_norm;
+  const std::int64_t ldqk = qk ? D : 3 * D;  // q, k and their gradients below: the normed copies with QK-norm
   for (std::int64_t b = 0; b < batch_; ++b) {
     for (std::int64_t h = 0; h < H; ++h) {
-      const std::int64_t off = b * Tn * 3 * D + h * dh;
-      const T *q = qkv + off, *k = q + D, *v = q + 2 * D;
-      T *dq = dqkv + off, *dk = dq + D, *dv = dq + 2 * D;
+      const std::int64_t off = b * Tn * 3 * D + h * dh, off_qk = qk ? b * Tn * D + h * dh : off;
+      const T* q = (qk ? c.qn.data() : qkv) + off_qk;
+      const T* k = qk ? c.kn.data() + off_qk : q + D;
+      const T* v = qkv + off + 2 * D;
+      T* dq = (qk ? dqn_.data() : dqkv) + off_qk;
+      T* dk = qk ? dkn_.data() + off_qk : dq + D;
+      T* dv = dqkv + off + 2 * D;
       const T* P = c.probs.data() + (b * H + h) * Tn * Tn;
       const T* dO = dattn + b * Tn * D + h * dh;
       gemm<T>(false, true, Tn, Tn, dh, T(1), dO, D, v, 3 * D, T(0), dP, Tn);
@@ -358,8 +428,16 @@ void Model<T>::attention_backward(const Sublayer& sl, Cache& c, const T* u, cons
         for (std::int64_t jj = 0; jj <= i; ++jj) g[jj] = p[jj] * (g[jj] - dot);
         for (std::int64_t jj = i + 1; jj < Tn; ++jj) g[jj] = T(0);
       }
-      gemm<T>(false, false, Tn, dh, Tn, scale, dP, Tn, k, 3 * D, T(0), dq, 3 * D);
-      gemm<T>(true, false, Tn, dh, Tn, scale, dP, Tn, q, 3 * D, T(0), dk, 3 * D);
+      gemm<T>(false, false, Tn, dh, Tn, scale, dP, Tn, k, ldqk, T(0), dq, ldqk);
+      gemm<T>(true, false, Tn, dh, Tn, scale, dP, Tn, q, ldqk, T(0), dk, ldqk);
+    }
+  }
+  if (qk) {  // through the norms, in place, into q's and k's columns of dqkv
+    norm_backward(sl.q_norm, dqn_.data(), c.q.data(), c.mean_q.data(), c.rstd_q.data(), dqn_.data());
+    norm_backward(sl.k_norm, dkn_.data(), c.k.data(), c.mean_k.data(), c.rstd_k.data(), dkn_.data());
+    for (std::int64_t n = 0; n < rows_; ++n) {
+      std::copy_n(dqn_.data() + n * D, D, dqkv + n * 3 * D);
+      std::copy_n(dkn_.data() + n * D, D, dqkv + n * 3 * D + D);
     }
   }
   gemm<T>(false, true, rows_, D, 3 * D, T(1), dqkv, 3 * D, W + sl.w1, 3 * D, T(0), du, D);
@@ -571,20 +649,33 @@ std::vector<NormInput> Model<T>::norm_inputs() const {
       case Placement::output: out.push_back({sl.norm_a.name, rms(c.s, n)}); break;
       case Placement::none: break;
     }
+    if (sl.attention && config_.qk_norm) {
+      out.push_back({sl.q_norm.name, rms(c.q, n)});
+      out.push_back({sl.k_norm.name, rms(c.k, n)});
+    }
   }
   if (config_.final_norm) out.push_back({final_norm_.name, rms(stream_.back(), n)});
   return out;
 }
 
 template <class T>
+std::vector<double> Model<T>::stream_rms() const {
+  std::vector<double> out;
+  const std::size_t n = static_cast<std::size_t>(rows_ * config_.width);
+  for (const auto& s : stream_) out.push_back(rms(s, n));
+  return out;
+}
+
+template <class T>
 void Model<T>::norm(const NormRef& n, const T* x, T* y, T* mean, T* rstd) {
-  const std::int64_t D = config_.width;
+  const std::int64_t w = n.width, rows = rows_ * config_.width / w;
   const T* P = params_.data();
   if (config_.norm == NormKind::layer_norm)
-    layer_norm(matrix(x, rows_, D), vector(P + n.weight, D), vector(P + n.bias, D), config_.eps,
-               matrix(y, rows_, D), vector(mean, rows_), vector(rstd, rows_));
+    ops_.layer_norm(matrix(x, rows, w), vector(P + n.weight, w), vector(P + n.bias, w), config_.eps,
+                    matrix(y, rows, w), vector(mean, rows), vector(rstd, rows));
   else
-    rms_norm(matrix(x, rows_, D), vector(P + n.weight, D), config_.eps, matrix(y, rows_, D), vector(rstd, rows_));
+    ops_.rms_norm(matrix(x, rows, w), vector(P + n.weight, w), config_.eps, matrix(y, rows, w), vector(rstd, rows),
+                  config_.weight_offset);
 }
 
 template <class T>
@@ -592,26 +683,26 @@ void Model<T>::add_norm(const NormRef& n, const T* x, const T* residual, T* h, T
   const std::int64_t D = config_.width;
   const T* P = params_.data();
   if (config_.norm == NormKind::layer_norm)
-    add_layer_norm(matrix(x, rows_, D), matrix(residual, rows_, D), vector(P + n.weight, D),
-                   vector(P + n.bias, D), config_.eps, matrix(h, rows_, D), matrix(y, rows_, D),
-                   vector(mean, rows_), vector(rstd, rows_));
+    ops_.add_layer_norm(matrix(x, rows_, D), matrix(residual, rows_, D), vector(P + n.weight, D),
+                        vector(P + n.bias, D), config_.eps, matrix(h, rows_, D), matrix(y, rows_, D),
+                        vector(mean, rows_), vector(rstd, rows_));
   else
-    add_rms_norm(matrix(x, rows_, D), matrix(residual, rows_, D), vector(P + n.weight, D), config_.eps,
-                 matrix(h, rows_, D), matrix(y, rows_, D), vector(rstd, rows_));
+    ops_.add_rms_norm(matrix(x, rows_, D), matrix(residual, rows_, D), vector(P + n.weight, D), config_.eps,
+                      matrix(h, rows_, D), matrix(y, rows_, D), vector(rstd, rows_), config_.weight_offset);
 }
 
 template <class T>
 void Model<T>::norm_backward(const NormRef& n, const T* dy, const T* x, const T* mean, const T* rstd, T* dx) {
-  const std::int64_t D = config_.width;
+  const std::int64_t w = n.width, rows = rows_ * config_.width / w;
   const T* P = params_.data();
   T* G = grads_.data();
   if (config_.norm == NormKind::layer_norm)
-    layer_norm_backward(matrix(dy, rows_, D), matrix(x, rows_, D), vector(mean, rows_), vector(rstd, rows_),
-                        vector(P + n.weight, D), matrix(dx, rows_, D), vector(G + n.weight, D),
-                        vector(G + n.bias, D));
+    ops_.layer_norm_backward(matrix(dy, rows, w), matrix(x, rows, w), vector(mean, rows), vector(rstd, rows),
+                             vector(P + n.weight, w), matrix(dx, rows, w), vector(G + n.weight, w),
+                             vector(G + n.bias, w));
   else
-    rms_norm_backward(matrix(dy, rows_, D), matrix(x, rows_, D), vector(rstd, rows_), vector(P + n.weight, D),
-                      matrix(dx, rows_, D), vector(G + n.weight, D));
+    ops_.rms_norm_backward(matrix(dy, rows, w), matrix(x, rows, w), vector(rstd, rows), vector(P + n.weight, w),
+                           matrix(dx, rows, w), vector(G + n.weight, w), config_.weight_offset);
 }
 
 template <class T>
@@ -622,12 +713,13 @@ void Model<T>::add_norm_backward(const NormRef& n, const T* dy, const T* dh_out,
   T* G = grads_.data();
   const ConstMatrix dh_out_view = dh_out ? matrix(dh_out, rows_, D) : ConstMatrix{};
   if (config_.norm == NormKind::layer_norm)
-    add_layer_norm_backward(matrix(dy, rows_, D), dh_out_view, matrix(h, rows_, D), vector(mean, rows_),
-                            vector(rstd, rows_), vector(P + n.weight, D), matrix(dh, rows_, D),
-                            vector(G + n.weight, D), vector(G + n.bias, D));
+    ops_.add_layer_norm_backward(matrix(dy, rows_, D), dh_out_view, matrix(h, rows_, D), vector(mean, rows_),
+                                 vector(rstd, rows_), vector(P + n.weight, D), matrix(dh, rows_, D),
+                                 vector(G + n.weight, D), vector(G + n.bias, D));
   else
-    add_rms_norm_backward(matrix(dy, rows_, D), dh_out_view, matrix(h, rows_, D), vector(rstd, rows_),
-                          vector(P + n.weight, D), matrix(dh, rows_, D), vector(G + n.weight, D));
+    ops_.add_rms_norm_backward(matrix(dy, rows_, D), dh_out_view, matrix(h, rows_, D), vector(rstd, rows_),
+                               vector(P + n.weight, D), matrix(dh, rows_, D), vector(G + n.weight, D),
+                               config_.weight_offset);
 }
 
 template class Model<float>;

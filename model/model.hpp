@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "model/config.hpp"
+#include "model/norm_ops.hpp"
 
 namespace normkit::model {
 
@@ -49,8 +50,9 @@ template <class T>
 class Model {
  public:
   // Validates the config (std::invalid_argument naming the bad field) and
-  // lays out the parameters, all zero until init().
-  explicit Model(const Config& config);
+  // lays out the parameters, all zero until init(). Every norm runs through
+  // `norms` (normkit's own by default).
+  explicit Model(const Config& config, NormOps norms = library_norm_ops());
 
   const Config& config() const noexcept { return config_; }
   const std::vector<ParamInfo>& tensors() const noexcept { return tensors_; }
@@ -62,7 +64,8 @@ class Model {
   // Matrices and embeddings ~ N(0, 0.02²), the residual-writing projections
   // (attention output, MLP output) scaled by 1/sqrt(2·depth) as in GPT-2;
   // deepnorm uses Xavier-normal with gain β for the value, output and MLP
-  // projections and 1 for query and key. Gains 1, biases 0.
+  // projections and 1 for query and key. Gains 1 (weights 1 − weight_offset),
+  // biases 0.
   void init(std::uint64_t seed);
 
   // tokens: (batch, seq) row-major, ids in [0, V), 1 <= seq <= context.
@@ -78,19 +81,40 @@ class Model {
   // (not accumulated) into grads().
   void backward();
 
-  // RMS of every norm's input in the last forward, in the order the norms run.
+  // RMS of every norm's input in the last forward, in the parameters' layout order.
   std::vector<NormInput> norm_inputs() const;
+  // RMS of the residual stream after the embedding (0) and after each
+  // sublayer (1 … 2·depth) in the last forward: for post and deepnorm the
+  // normed stream, for the others the raw sum.
+  std::vector<double> stream_rms() const;
+
+  // One sublayer at a time, for the lab's block Jacobians. Sublayer j is
+  // block j/2's attention (j even) or MLP (j odd); u, x, y: (batch·seq, D).
+  // Both overwrite the last forward's state (call forward() again before
+  // loss() and backward()).
+  std::size_t sublayer_count() const noexcept { return sublayers_.size(); }
+  // s = S_j(u), the sublayer alone, without its norms or the residual.
+  void sublayer(std::size_t j, std::span<const T> u, std::int64_t batch, std::int64_t seq, std::span<T> s);
+  // y = the placement's block map of sublayer j applied to x (pre: x + S(N(x)),
+  // post: N(x + S(x)), …), through the calls forward() makes, except that
+  // pre-norm's residual add is not fused with the next block's norm here.
+  void block(std::size_t j, std::span<const T> x, std::int64_t batch, std::int64_t seq, std::span<T> y);
 
  private:
+  // A norm of width w runs over a (rows, D) buffer viewed as
+  // (rows·D/w, w): the residual stream's norms have w = D, QK-norm's
+  // w = D/heads, one row per token and head.
   struct NormRef {
     std::int64_t weight = -1;  // offsets into params_; -1: no such norm
     std::int64_t bias = -1;    // -1 for RMSNorm
+    std::int64_t width = 0;
     std::string name;
   };
   struct Sublayer {  // one attention or MLP sublayer of a block
     bool attention;
     int block;
     NormRef norm_a, norm_b;
+    NormRef q_norm, k_norm;       // attention with QK-norm
     std::int64_t w1, b1, w2, b2;  // attn: qkv (D, 3D), proj (D, D); mlp: fc (D, F), fc2 (F, D)
   };
   struct Cache {  // activations of one sublayer, (rows, ·)
@@ -103,6 +127,9 @@ class Model {
     // attn = the heads' output (rows, D); MLP: hidden = fc (rows, F; 2F
     // for SwiGLU: gate, then up), act = its GELU or SwiGLU (rows, F).
     std::vector<T> hidden, act, probs, attn;
+    // QK-norm: q and k copied out of hidden (rows, D), their normed values
+    // (rows, D) and statistics (rows·H).
+    std::vector<T> q, k, qn, kn, mean_q, rstd_q, mean_k, rstd_k;
   };
 
   // Width of the MLP's first projection: F, or 2F for SwiGLU's gate and up.
@@ -110,8 +137,11 @@ class Model {
     return config_.ffn_kind == FfnKind::swiglu ? 2 * config_.ffn : config_.ffn;
   }
   std::int64_t add_tensor(const std::string& name, std::int64_t size, int layer, bool decay);
-  NormRef add_norm(const std::string& name, int layer);
+  NormRef add_norm(const std::string& name, int layer, std::int64_t width);
   void resize(std::int64_t batch, std::int64_t seq);
+  void block_step(std::size_t j, const T* x, T* xn);
+  void check_block_args(const char* what, std::size_t j, std::size_t in, std::size_t out, std::int64_t batch,
+                        std::int64_t seq) const;
 
   void sublayer_forward(std::size_t j, const T* u, T* s);
   void sublayer_backward(std::size_t j, const T* u, const T* ds, T* du);
@@ -120,7 +150,7 @@ class Model {
   void mlp_forward(const Sublayer& sl, Cache& c, const T* u, T* s);
   void mlp_backward(const Sublayer& sl, Cache& c, const T* u, const T* ds, T* du);
 
-  // The norm calls, on (rows_, D) buffers.
+  // The norm calls, on (rows_, D) buffers (see NormRef).
   void norm(const NormRef& n, const T* x, T* y, T* mean, T* rstd);
   void add_norm(const NormRef& n, const T* x, const T* residual, T* h, T* y, T* mean, T* rstd);
   void norm_backward(const NormRef& n, const T* dy, const T* x, const T* mean, const T* rstd, T* dx);
@@ -128,6 +158,7 @@ class Model {
                          const T* rstd, T* dh);
 
   Config config_;
+  NormOps ops_;
   std::vector<ParamInfo> tensors_;
   std::vector<T> params_, grads_;
   std::int64_t wte_ = 0, wpe_ = 0, head_ = -1;
@@ -141,7 +172,7 @@ class Model {
   std::vector<Cache> caches_;
   std::vector<T> z_, mean_f_, rstd_f_, logits_;
   // Backward scratch.
-  std::vector<T> dlogits_, dz_, dx_, dtmp_, du_, dhidden_, dattn_, dprobs_, dact_;
+  std::vector<T> dlogits_, dz_, dx_, dtmp_, du_, dhidden_, dattn_, dprobs_, dact_, dqn_, dkn_;
 };
 
 extern template class Model<float>;

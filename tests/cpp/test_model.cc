@@ -121,6 +121,27 @@ INSTANTIATE_TEST_SUITE_P(
 
 using CausalCase = std::tuple<Placement, NormKind>;
 
+std::string case_name(const ::testing::TestParamInfo<CausalCase>& p) {
+  return std::string(placement_name(std::get<0>(p.param))) + "_" + std::string(norm_kind_name(std::get<1>(p.param)));
+}
+
+// QK-norm under every placement; with RMSNorm also Gemma's gain offset of 1
+// (weights that start at 0), so that both options' gradients are checked.
+class ModelGradientQkNorm : public ::testing::TestWithParam<CausalCase> {};
+
+TEST_P(ModelGradientQkNorm, MatchesCentralDifferences) {
+  const auto [placement, kind] = GetParam();
+  Config c = tiny_config(placement, kind, true);
+  c.qk_norm = true;
+  if (kind == NormKind::rms_norm) c.weight_offset = 1;
+  check_gradient(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPlacementAndNorm, ModelGradientQkNorm,
+                         ::testing::Combine(::testing::ValuesIn(normkit::model::kPlacements),
+                                            ::testing::ValuesIn(normkit::model::kNormKinds)),
+                         case_name);
+
 // The SwiGLU MLP in place of GELU, under every placement and norm kind.
 class ModelGradientSwiGLU : public ::testing::TestWithParam<CausalCase> {};
 
@@ -134,10 +155,7 @@ TEST_P(ModelGradientSwiGLU, MatchesCentralDifferences) {
 INSTANTIATE_TEST_SUITE_P(EveryPlacementAndNorm, ModelGradientSwiGLU,
                          ::testing::Combine(::testing::ValuesIn(normkit::model::kPlacements),
                                             ::testing::ValuesIn(normkit::model::kNormKinds)),
-                         [](const ::testing::TestParamInfo<CausalCase>& p) {
-                           return std::string(placement_name(std::get<0>(p.param))) + "_" +
-                                  std::string(norm_kind_name(std::get<1>(p.param)));
-                         });
+                         case_name);
 
 class ModelCausality : public ::testing::TestWithParam<CausalCase> {};
 
@@ -145,9 +163,12 @@ class ModelCausality : public ::testing::TestWithParam<CausalCase> {};
 // before k bitwise unchanged, in the f32 model that trains.
 TEST_P(ModelCausality, LaterTokensLeaveEarlierLogitsBitwiseUnchanged) {
   const auto [placement, kind] = GetParam();
+  for (const bool qk_norm : {false, true}) {
+  SCOPED_TRACE(qk_norm ? "with QK-norm" : "without QK-norm");
   Config c = tiny_config(placement, kind, true);
   c.context = 12;
   c.vocab = 11;
+  c.qk_norm = qk_norm;
   Model<float> m(c);
   m.init(3);
   Rng rng(5);
@@ -174,15 +195,64 @@ TEST_P(ModelCausality, LaterTokensLeaveEarlierLogitsBitwiseUnchanged) {
         EXPECT_FALSE(same) << "sequence " << r << ", position " << t << " did not see its changed tokens";
     }
   }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPlacementAndNorm, ModelCausality,
                          ::testing::Combine(::testing::ValuesIn(normkit::model::kPlacements),
                                             ::testing::ValuesIn(normkit::model::kNormKinds)),
-                         [](const ::testing::TestParamInfo<CausalCase>& p) {
-                           return std::string(placement_name(std::get<0>(p.param))) + "_" +
-                                  std::string(norm_kind_name(std::get<1>(p.param)));
-                         });
+                         case_name);
+
+class ModelBlocks : public ::testing::TestWithParam<CausalCase> {};
+
+// block() applied sublayer after sublayer to the embedding reproduces the
+// residual streams of forward() bitwise (pre-norm's add, fused there and
+// plain here, rounds the same sum once), and sublayer() is S alone: for the
+// placement none, block(x) = x + sublayer(x) exactly.
+TEST_P(ModelBlocks, ChainToTheForwardStreams) {
+  const auto [placement, kind] = GetParam();
+  Config c = tiny_config(placement, kind, true);
+  c.qk_norm = kind == NormKind::rms_norm;
+  Model<float> m(c);
+  m.init(4);
+  Rng rng(8);
+  const std::int64_t batch = 2, seq = 5, D = c.width;
+  const auto tokens = random_tokens(rng, batch * seq, c.vocab);
+  m.forward(tokens, batch, seq);
+  const std::vector<double> expected = m.stream_rms();
+
+  std::int64_t wte = -1, wpe = -1;
+  for (const auto& t : m.tensors()) {
+    if (t.name == "wte") wte = t.offset;
+    if (t.name == "wpe") wpe = t.offset;
+  }
+  std::vector<float> x(static_cast<std::size_t>(batch * seq * D)), y(x.size()), s(x.size());
+  for (std::int64_t n = 0; n < batch * seq; ++n)
+    for (std::int64_t d = 0; d < D; ++d)
+      x[static_cast<std::size_t>(n * D + d)] = m.params()[static_cast<std::size_t>(wte + tokens[n] * D + d)] +
+                                               m.params()[static_cast<std::size_t>(wpe + (n % seq) * D + d)];
+  auto rms = [](const std::vector<float>& v) {
+    double q = 0;
+    for (const float e : v) q += static_cast<double>(e) * static_cast<double>(e);
+    return std::sqrt(q / static_cast<double>(v.size()));
+  };
+  ASSERT_EQ(expected.size(), m.sublayer_count() + 1);
+  EXPECT_EQ(rms(x), expected[0]);
+  for (std::size_t j = 0; j < m.sublayer_count(); ++j) {
+    m.block(j, x, batch, seq, y);
+    EXPECT_EQ(rms(y), expected[j + 1]) << "stream after sublayer " << j;
+    if (placement == Placement::none) {
+      m.sublayer(j, x, batch, seq, s);
+      for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i] + s[i]) << "sublayer " << j << ", element " << i;
+    }
+    x = y;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPlacementAndNorm, ModelBlocks,
+                         ::testing::Combine(::testing::ValuesIn(normkit::model::kPlacements),
+                                            ::testing::ValuesIn(normkit::model::kNormKinds)),
+                         case_name);
 
 // The message of the std::invalid_argument that f throws.
 template <class F>
@@ -211,6 +281,24 @@ TEST(ModelConfig, BadConfigurationsNameTheArgument) {
             "unknown norm 'batchnorm' (expected layernorm or rmsnorm)");
   EXPECT_EQ(error_of([] { normkit::model::parse_ffn_kind("relu"); }),
             "unknown ffn kind 'relu' (expected gelu or swiglu)");
+  c = tiny_config(Placement::pre, NormKind::rms_norm, true);
+  c.weight_offset = 0.5;
+  EXPECT_EQ(error_of([&] { Model<float> m(c); }), "model config: weight_offset = 0.500000, expected 0 or 1");
+  c = tiny_config(Placement::pre, NormKind::layer_norm, true);
+  c.weight_offset = 1;
+  EXPECT_EQ(error_of([&] { Model<float> m(c); }),
+            "model config: weight_offset = 1 needs norm = rmsnorm (LayerNorm's gain has no offset)");
+}
+
+TEST(ModelBlocksArgs, RejectBadSublayerAndShapes) {
+  Model<float> m(tiny_config(Placement::post, NormKind::layer_norm, true));
+  m.init(1);
+  std::vector<float> x(16), y(16), short_y(8);
+  EXPECT_EQ(error_of([&] { m.block(4, x, 1, 2, y); }), "model block: sublayer 4, the model has 4");
+  EXPECT_EQ(error_of([&] { m.sublayer(0, x, 1, 2, short_y); }),
+            "model sublayer: input has 16 and output 8 elements, expected batch·seq·width = 16");
+  EXPECT_EQ(error_of([&] { m.block(0, x, 1, 7, y); }),
+            "model block: batch = 1, seq = 7; expected batch >= 1 and 1 <= seq <= context = 6");
 }
 
 TEST(ModelConfig, NamesRoundTrip) {

@@ -141,6 +141,8 @@ TEST(Checkpoint, RoundTripAndBrokenFiles) {
   c.norm = nm::NormKind::rms_norm;
   c.tie_embeddings = true;
   c.ffn_kind = nm::FfnKind::swiglu;
+  c.qk_norm = true;
+  c.weight_offset = 1;
   nm::Model<float> m(c);
   m.init(2);
   nm::TrainOptions o;
@@ -156,6 +158,8 @@ TEST(Checkpoint, RoundTripAndBrokenFiles) {
   EXPECT_EQ(ck.config.norm, nm::NormKind::rms_norm);
   EXPECT_TRUE(ck.config.tie_embeddings);
   EXPECT_EQ(ck.config.ffn_kind, nm::FfnKind::swiglu);
+  EXPECT_TRUE(ck.config.qk_norm);
+  EXPECT_EQ(ck.config.weight_offset, 1.0);
   EXPECT_EQ(ck.config.width, c.width);
   nm::Model<float> back = nm::model_from(ck);
   const auto tokens = std::vector<std::int32_t>(data.train().begin(), data.train().begin() + 64);

@@ -44,6 +44,8 @@ constexpr const char* kHelp =
     "  --norm K           layernorm or rmsnorm                           [layernorm]\n"
     "  --no-final-norm    no norm before the LM head\n"
     "  --tie              the LM head is the token embedding\n"
+    "  --qk-norm          norm each head's query and key before the scores\n"
+    "  --weight-offset W  RMSNorm gain = W + weight: 0 (Llama) or 1 (Gemma) [0]\n"
     "\n"
     "training:\n"
     "  --steps N          updates                                        [300]\n"
@@ -120,6 +122,10 @@ bool parse(int argc, char** argv, Options& o) {
       o.model.tie_embeddings = true;
       continue;
     }
+    if (a == "--qk-norm") {
+      o.model.qk_norm = true;
+      continue;
+    }
     if (i + 1 >= argc) throw std::invalid_argument("unknown option or missing value: '" + a + "'");
     const std::string v = argv[++i];
     if (a == "--depth") o.model.depth = parse_int(a, v, 1);
@@ -130,6 +136,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--placement") o.model.placement = nm::parse_placement(v);
     else if (a == "--norm") o.model.norm = nm::parse_norm_kind(v);
     else if (a == "--mlp") o.model.ffn_kind = nm::parse_ffn_kind(v);
+    else if (a == "--weight-offset") o.model.weight_offset = parse_number(a, v, 0);
     else if (a == "--steps") o.train.steps = parse_int(a, v, 1);
     else if (a == "--batch") o.train.batch = parse_int(a, v, 1);
     else if (a == "--lr") o.train.lr = parse_number(a, v, 0);
@@ -237,9 +244,10 @@ int train_main(int argc, char** argv) {
   if (tty) std::fputs("\n", stderr);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  std::printf("%s %s, %s MLP, depth %lld, width %lld, heads %lld, ffn %lld, context %lld; %lld parameters\n",
+  std::printf("%s %s%s%s, %s MLP, depth %lld, width %lld, heads %lld, ffn %lld, context %lld; %lld parameters\n",
               std::string(nm::placement_name(o.model.placement)).c_str(),
-              std::string(nm::norm_kind_name(o.model.norm)).c_str(),
+              std::string(nm::norm_kind_name(o.model.norm)).c_str(), o.model.weight_offset != 0 ? " (gain 1 + w)" : "",
+              o.model.qk_norm ? " + QK-norm" : "",
               std::string(nm::ffn_kind_name(o.model.ffn_kind)).c_str(), static_cast<long long>(o.model.depth),
               static_cast<long long>(o.model.width), static_cast<long long>(o.model.heads),
               static_cast<long long>(o.model.ffn), static_cast<long long>(o.model.context),
