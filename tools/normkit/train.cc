@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_args.hpp"
 #include "commands.hpp"
 #include "model/blas.hpp"
 #include "model/checkpoint.hpp"
@@ -79,32 +80,6 @@ struct Options {
   std::int64_t sample = 0;
   double temperature = 0.8;
 };
-
-std::int64_t parse_int(const std::string& flag, const std::string& v, std::int64_t min) {
-  std::size_t used = 0;
-  long long n = 0;
-  try {
-    n = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || n < min)
-    throw std::invalid_argument(flag + " expects an integer >= " + std::to_string(min) + ", got '" + v + "'");
-  return n;
-}
-
-double parse_number(const std::string& flag, const std::string& v, double min) {
-  std::size_t used = 0;
-  double x = -1;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || !std::isfinite(x) || x < min)
-    throw std::invalid_argument(flag + " expects a number >= " + std::to_string(min) + ", got '" + v + "'");
-  return x;
-}
 
 // Returns false when --help was asked for.
 bool parse(int argc, char** argv, Options& o) {
