@@ -15,9 +15,11 @@
 #include <cstddef>
 #include <exception>
 
+#include "array_import.hpp"
 #include "bound_ops.hpp"
 #include "normkit/normkit.hpp"
 #include "output_cache.hpp"
+#include "rows_view.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -60,6 +62,24 @@ NB_MODULE(_normkit, m) {
     d["misses"] = i.misses;
     return d;
   });
+
+  // rows_view.hpp's rule, for the PyTorch layer (normkit._torch_ops.as_rows).
+  // An argument the ops would refuse (not an array, an unsupported dtype, a
+  // bad normalized_shape) needs no copy: the op itself then reports it, in
+  // its own words.
+  m.def(
+      "needs_copy",
+      [](nb::handle array, nb::handle normalized_shape) {
+        const char* fn = "needs_copy";
+        try {
+          const normkit_py::NormShape ns = normkit_py::get_normalized_shape(fn, normalized_shape);
+          return normkit_py::needs_copy(normkit_py::get_array(fn, "array", array, false), ns);
+        } catch (const nb::builtin_exception&) {
+          return false;
+        }
+      },
+      "array"_a, "normalized_shape"_a,
+      "Whether `array` must be made contiguous for the kernels to take it as (rows, D).");
 
   // Positional-only in practice: the Python package calls these with every
   // argument in order (keyword parsing would cost more than some kernels).

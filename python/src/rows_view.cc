@@ -137,4 +137,12 @@ template Matrix to_matrix<Matrix>(const char*, const char*, const Array&, const 
 template ConstVector to_vector<ConstVector>(const char*, const char*, const Array&, const NormShape*);
 template Vector to_vector<Vector>(const char*, const char*, const Array&, const NormShape*);
 
+bool needs_copy(const Array& a, const NormShape& ns) {
+  if (a.ndim < ns.k) return false;
+  for (int i = 0; i < ns.k; ++i)
+    if (a.shape[a.ndim - ns.k + i] != ns.dims[i]) return false;
+  RowsShape s;
+  return rows_layout(a.ndim, a.shape, a.strides, ns.k, s) != RowsLayout::view;
+}
+
 }  // namespace normkit_py

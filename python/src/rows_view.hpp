@@ -1,4 +1,6 @@
-// The rule for viewing an array as (rows, D), in one place.
+// The rule for viewing an array as (rows, D), in one place: the binding
+// builds the library's views with it, and the Python package asks it
+// (rows_layout through `_normkit.needs_copy`) before handing a tensor over.
 //
 // An array of shape (*lead, *normalized_shape) is the (rows, D) view with
 // rows = prod(lead) and D = prod(normalized_shape). The normalized
@@ -57,5 +59,11 @@ template <class V>
 V opt_vector(const char* fn, const char* arg, const Opt& o, const NormShape* expect_shape) {
   return o.present() ? to_vector<V>(fn, arg, *o.a, expect_shape) : V{};
 }
+
+// Whether `a`, with trailing dimensions `ns`, must be copied to a contiguous
+// array for the library to take it: true exactly when its trailing
+// dimensions are `ns` and its layout is not a view. (With other trailing
+// dimensions no copy helps: the call fails on the shape.)
+bool needs_copy(const Array& a, const NormShape& ns);
 
 }  // namespace normkit_py
