@@ -51,45 +51,24 @@ def _shape_list(normalized_shape: ShapeLike) -> List[int]:
     return [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
 
 
-def _ndims(normalized_shape: ShapeLike) -> int:
-    return 1 if isinstance(normalized_shape, int) else len(normalized_shape)
-
-
 def _stat_dtype(x: Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
 def as_rows(t: Tensor, normalized_shape: ShapeLike) -> Tensor:
-    """`t` itself if it can be viewed as ``(rows, D)``, else a contiguous copy.
+    """`t` itself if the kernels can take it as ``(rows, D)``, else a contiguous copy.
 
-    A ``(rows, D)`` view needs contiguous normalized dimensions and leading
+    The rule is the binding's (python/src/rows_view.hpp), asked through
+    ``_normkit.needs_copy``: contiguous normalized dimensions, and leading
     dimensions that one row stride ``>= D`` reaches (slices of rows, column
     blocks and padded rows qualify; transposes and broadcasts do not).
+    Tensors bound for the ``torch.ops.normkit`` operators (while compiling;
+    subclasses) are passed on as they are: the operators apply this to the
+    plain tensors they run on.
     """
-    if t.is_contiguous():
+    if t.is_contiguous() or _through_dispatcher(t) or not _C.needs_copy(t, normalized_shape):
         return t
-    shape, strides = t.shape, t.stride()
-    n = t.dim()
-    lead = n - _ndims(normalized_shape)
-    expect = 1
-    for i in range(n - 1, lead - 1, -1):
-        if shape[i] != 1 and strides[i] != expect:
-            return t.contiguous()
-        expect *= shape[i]
-    d = expect
-    expect = -1
-    for i in range(lead - 1, -1, -1):
-        if shape[i] == 1:
-            continue
-        if expect < 0:
-            if strides[i] < d:
-                return t.contiguous()
-            expect = strides[i] * shape[i]
-        elif strides[i] != expect:
-            return t.contiguous()
-        else:
-            expect *= shape[i]
-    return t
+    return t.contiguous()
 
 
 def _no_autograd_out(fn: str) -> None:
@@ -120,10 +99,6 @@ def _refuse_double_backward() -> None:
         )
 
 
-def _rows(t, ns):
-    return t if t.is_contiguous() else as_rows(t, ns)
-
-
 class _LayerNormFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, normalized_shape, weight, bias, eps, return_stats):
@@ -142,7 +117,7 @@ class _LayerNormFn(torch.autograd.Function):
         mean, rstd = ctx.stats
         need_x, _, need_w, need_b, _, _ = ctx.needs_input_grad
         ns = ctx.normalized_shape
-        dx, dw, db = _C.layer_norm_backward(_rows(dy, ns), x, ns, mean, rstd, weight, bias, None, need_w, need_b)
+        dx, dw, db = _C.layer_norm_backward(as_rows(dy, ns), x, ns, mean, rstd, weight, bias, None, need_w, need_b)
         return (dx if need_x else None), None, dw, db, None, None
 
 
@@ -163,7 +138,7 @@ class _RMSNormFn(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         need_x, _, need_w, _, _, _ = ctx.needs_input_grad
         ns = ctx.normalized_shape
-        dx, dw = _C.rms_norm_backward(_rows(dy, ns), x, ns, ctx.rstd, weight, ctx.weight_offset, None, need_w)
+        dx, dw = _C.rms_norm_backward(as_rows(dy, ns), x, ns, ctx.rstd, weight, ctx.weight_offset, None, need_w)
         return (dx if need_x else None), None, dw, None, None, None
 
 
@@ -189,8 +164,8 @@ class _AddLayerNormFn(torch.autograd.Function):
         if dy is None:  # only h was used downstream: the norm contributes nothing
             dy = torch.zeros(h.shape, dtype=ctx.x_dtype)
         if dh_out is not None:
-            dh_out = _rows(dh_out, ns)
-        dh, dw, db = _C.add_layer_norm_backward(_rows(dy, ns), dh_out, h, ns, mean, rstd, weight, bias, None,
+            dh_out = as_rows(dh_out, ns)
+        dh, dw, db = _C.add_layer_norm_backward(as_rows(dy, ns), dh_out, h, ns, mean, rstd, weight, bias, None,
                                                 need_w, need_b)
         dx = dh.to(ctx.x_dtype) if need_x else None
         return dx, (dh if need_res else None), None, dw, db, None, None
@@ -217,8 +192,8 @@ class _AddRMSNormFn(torch.autograd.Function):
         if dy is None:
             dy = torch.zeros(h.shape, dtype=ctx.x_dtype)
         if dh_out is not None:
-            dh_out = _rows(dh_out, ns)
-        dh, dw = _C.add_rms_norm_backward(_rows(dy, ns), dh_out, h, ns, ctx.rstd, weight, ctx.weight_offset, None,
+            dh_out = as_rows(dh_out, ns)
+        dh, dw = _C.add_rms_norm_backward(as_rows(dy, ns), dh_out, h, ns, ctx.rstd, weight, ctx.weight_offset, None,
                                           need_w)
         dx = dh.to(ctx.x_dtype) if need_x else None
         return dx, (dh if need_res else None), None, dw, None, None, None
