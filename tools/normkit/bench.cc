@@ -21,10 +21,10 @@
 
 #include "bench_check.hpp"
 #include "bench_impls.hpp"
-#include "bench_memory.hpp"
-#include "bench_ops.hpp"
+#include "measure/memory.hpp"
+#include "measure/traffic.hpp"
 #include "bench_report.hpp"
-#include "bench_timing.hpp"
+#include "measure/timing.hpp"
 #include "commands.hpp"
 
 namespace normkit::cli {
@@ -336,7 +336,7 @@ class Runner {
 
   // Every record is timed in o.rounds rounds: the whole list of records is
   // gone through once per round, and each visit adds its share of the
-  // samples (see pool in bench_timing.hpp).
+  // samples (see pool in measure/timing.hpp).
   void run_all() {
     std::vector<Cell> cells;
     for (const std::string& c : o_.sizes)
