@@ -7,6 +7,7 @@
 #include <random>
 #include <stdexcept>
 #include <string_view>
+#include <utility>
 
 #include "measure/timing.hpp"
 #include "model/observe.hpp"
@@ -103,7 +104,9 @@ model::NormOps norm_ops(bool fused) {
   return ops;
 }
 
-Step::Step(const StepConfig& c) : config_(c), model_(c.model, norm_ops(c.fused)) {
+Step::Step(const StepConfig& c) : Step(c, norm_ops(c.fused)) {}
+
+Step::Step(const StepConfig& c, model::NormOps norms) : config_(c), model_(c.model, std::move(norms)) {
   model_.init(c.seed);
   std::mt19937 rng(static_cast<std::uint32_t>(c.seed));
   std::uniform_int_distribution<std::int32_t> id(0, static_cast<std::int32_t>(c.model.vocab - 1));

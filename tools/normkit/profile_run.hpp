@@ -76,6 +76,9 @@ model::NormOps norm_ops(bool fused);
 class Step {
  public:
   explicit Step(const StepConfig& c);
+  // The same with the model's norms from `norms` (the lab's implementation
+  // under test); c.fused is then not used.
+  Step(const StepConfig& c, model::NormOps norms);
   void run();
   const StepConfig& config() const { return config_; }
 
