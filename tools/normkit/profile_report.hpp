@@ -12,7 +12,7 @@ namespace normkit::profile {
 
 // The machine's ceilings, measured in the same run.
 struct Ceilings {
-  double gemm_gflops = 0;  // sgemm at the step's largest product shape
+  double gemm_gflops = 0;  // sgemm at the step's largest product shape, its fastest sample
   std::string gemm_shape;  // "M×N×K"
   double copy_gbps = 0;    // the bench's copy at the largest norm's working set, rotated past the L3
   double read_gbps = 0;
