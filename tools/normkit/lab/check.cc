@@ -187,7 +187,7 @@ const std::vector<Check>& all_checks() {
       {"runtime_arithmetic",
        "Amdahl's law turns a norm's time share into a speed-up ceiling; on this machine the norms' "
        "share of a model training step's time, as `normkit profile` measures it, is many times (at "
-       "least 3×) their share of the FLOPs, timing norms whose output matches the oracle.",
+       "least 2×) their share of the FLOPs, timing norms whose output matches the oracle.",
        check_runtime_arithmetic,
        [](const Result& r) {
          return "time share / FLOP share of the norm: LayerNorm " + v(r, "ln_time_over_flop_share") + "x, RMSNorm " +
