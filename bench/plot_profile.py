@@ -32,7 +32,7 @@ COLOURS = {
 def subtitle(p):
     c = p["config"]
     return (f"{c['placement']}-norm {c['norm']}, {'fused' if c['fused'] else 'unfused'} add+norm; depth {c['depth']}, "
-            f"D {c['width']}, {c['heads']} heads, FFN {c['ffn']}, batch {c['batch']} × seq {c['seq']}; "
+            f"D {c['width']}, {c['heads']} heads, FFN {c['ffn']},\nbatch {c['batch']} × seq {c['seq']}; "
             f"{c['threads']} BLAS threads, {c['norm_threads']} normkit")
 
 
