@@ -24,6 +24,8 @@ std::string_view norm_kind_name(NormKind k) noexcept {
 
 std::string_view ffn_kind_name(FfnKind k) noexcept { return k == FfnKind::gelu ? "gelu" : "swiglu"; }
 
+std::string_view init_scheme_name(InitScheme s) noexcept { return s == InitScheme::gpt2 ? "gpt2" : "xavier"; }
+
 Placement parse_placement(std::string_view name) {
   for (Placement p : kPlacements)
     if (placement_name(p) == name) return p;
@@ -41,6 +43,12 @@ FfnKind parse_ffn_kind(std::string_view name) {
   for (FfnKind k : {FfnKind::gelu, FfnKind::swiglu})
     if (ffn_kind_name(k) == name) return k;
   throw std::invalid_argument("unknown ffn kind '" + std::string(name) + "' (expected gelu or swiglu)");
+}
+
+InitScheme parse_init_scheme(std::string_view name) {
+  for (InitScheme k : {InitScheme::gpt2, InitScheme::xavier})
+    if (init_scheme_name(k) == name) return k;
+  throw std::invalid_argument("unknown init '" + std::string(name) + "' (expected gpt2 or xavier)");
 }
 
 namespace {
@@ -74,6 +82,9 @@ void validate(const Config& c) {
   if (c.ffn_kind != FfnKind::gelu && c.ffn_kind != FfnKind::swiglu)
     throw std::invalid_argument("model config: unknown ffn kind (enum value " +
                                 std::to_string(static_cast<int>(c.ffn_kind)) + ")");
+  if (c.init != InitScheme::gpt2 && c.init != InitScheme::xavier)
+    throw std::invalid_argument("model config: unknown init (enum value " + std::to_string(static_cast<int>(c.init)) +
+                                ")");
   if (c.weight_offset != 0 && c.weight_offset != 1)
     throw std::invalid_argument("model config: weight_offset = " + std::to_string(c.weight_offset) +
                                 ", expected 0 or 1");

@@ -25,6 +25,11 @@ namespace normkit::model {
 enum class Placement : std::uint8_t { pre, post, sandwich, output, none, deepnorm };
 enum class NormKind : std::uint8_t { layer_norm, rms_norm };
 enum class FfnKind : std::uint8_t { gelu, swiglu };
+// How init() draws the weights (model.hpp): gpt2, small embeddings and
+// residual projections scaled by 1/√(2·depth); xavier, the original
+// Transformer's Xavier-normal matrices with a unit-RMS embedding (the
+// setting of Xiong et al. 2020).
+enum class InitScheme : std::uint8_t { gpt2, xavier };
 
 inline constexpr Placement kPlacements[] = {Placement::pre,    Placement::post, Placement::sandwich,
                                             Placement::output, Placement::none, Placement::deepnorm};
@@ -33,12 +38,14 @@ inline constexpr NormKind kNormKinds[] = {NormKind::layer_norm, NormKind::rms_no
 std::string_view placement_name(Placement p) noexcept;
 std::string_view norm_kind_name(NormKind k) noexcept;
 std::string_view ffn_kind_name(FfnKind k) noexcept;  // "gelu", "swiglu"
+std::string_view init_scheme_name(InitScheme s) noexcept;  // "gpt2", "xavier"
 // Parse a name as printed above ("pre", ..., "layernorm" / "rmsnorm"); an
 // unknown name throws std::invalid_argument that quotes it and lists the
 // accepted ones.
 Placement parse_placement(std::string_view name);
 NormKind parse_norm_kind(std::string_view name);
 FfnKind parse_ffn_kind(std::string_view name);
+InitScheme parse_init_scheme(std::string_view name);
 
 struct Config {
   std::int64_t vocab = 0;     // V: token ids are in [0, V)
@@ -50,6 +57,7 @@ struct Config {
   Placement placement = Placement::pre;
   NormKind norm = NormKind::layer_norm;
   FfnKind ffn_kind = FfnKind::gelu;
+  InitScheme init = InitScheme::gpt2;  // not kept in checkpoints: a loaded model is not re-initialized
   bool final_norm = true;       // a norm between the last block and the LM head
   bool tie_embeddings = false;  // the LM head is the token embedding, transposed
   bool qk_norm = false;         // norm q and k per head before attention scores

@@ -201,27 +201,33 @@ void Model<T>::init(std::uint64_t seed) {
   auto ones = [&](const NormRef& n) {  // a gain of 1
     if (n.weight >= 0) std::fill_n(params_.begin() + n.weight, n.width, static_cast<T>(1 - config_.weight_offset));
   };
-  normal(wte_, config_.vocab * D, constant(0.02));
-  normal(wpe_, config_.context * D, constant(0.02));
+  const bool xav = config_.init == InitScheme::xavier;
+  const double embed_std = xav ? std::sqrt(0.5) : 0.02;
+  normal(wte_, config_.vocab * D, constant(embed_std));
+  normal(wpe_, config_.context * D, constant(embed_std));
+  // The gain of each kind of projection: deepnorm's β for v, the output and
+  // the MLP; else 1 under xavier. gpt2 draws fixed stds instead.
+  const double gain_qk = 1.0, gain_v = deep ? beta : 1.0;
+  const bool use_xavier = xav || deep;
   for (const Sublayer& sl : sublayers_) {
     for (const NormRef* n : {&sl.norm_a, &sl.norm_b, &sl.q_norm, &sl.k_norm}) ones(*n);
     if (sl.attention) {
-      if (deep) {
+      if (use_xavier) {
         // qkv columns: [0, D) query, [D, 2D) key, [2D, 3D) value.
-        const double qk = xavier(1.0, D, D), v = xavier(beta, D, D);
+        const double qk = xavier(gain_qk, D, D), v = xavier(gain_v, D, D);
         normal(sl.w1, D * 3 * D, [&](std::int64_t i) { return i % (3 * D) < 2 * D ? qk : v; });
-        normal(sl.w2, D * D, constant(xavier(beta, D, D)));
+        normal(sl.w2, D * D, constant(xavier(gain_v, D, D)));
       } else {
         normal(sl.w1, D * 3 * D, constant(0.02));
         normal(sl.w2, D * D, constant(residual_std));
       }
     } else {
-      normal(sl.w1, D * fc_width(), constant(deep ? xavier(beta, D, F) : 0.02));
-      normal(sl.w2, F * D, constant(deep ? xavier(beta, F, D) : residual_std));
+      normal(sl.w1, D * fc_width(), constant(use_xavier ? xavier(gain_v, D, F) : 0.02));
+      normal(sl.w2, F * D, constant(use_xavier ? xavier(gain_v, F, D) : residual_std));
     }
   }
   ones(final_norm_);
-  if (head_ >= 0) normal(head_, D * config_.vocab, constant(0.02));
+  if (head_ >= 0) normal(head_, D * config_.vocab, constant(xav ? xavier(1.0, D, config_.vocab) : 0.02));
 }
 
 template <class T>

@@ -61,11 +61,14 @@ class Model {
   std::span<T> grads() noexcept { return grads_; }
   std::span<const T> grads() const noexcept { return grads_; }
 
-  // Matrices and embeddings ~ N(0, 0.02²), the residual-writing projections
-  // (attention output, MLP output) scaled by 1/sqrt(2·depth) as in GPT-2;
-  // deepnorm uses Xavier-normal with gain β for the value, output and MLP
-  // projections and 1 for query and key. Gains 1 (weights 1 − weight_offset),
-  // biases 0.
+  // InitScheme::gpt2: matrices and embeddings ~ N(0, 0.02²), the
+  // residual-writing projections (attention output, MLP output) scaled by
+  // 1/sqrt(2·depth) as in GPT-2. InitScheme::xavier: every matrix
+  // Xavier-normal (std √(2/(fan_in + fan_out)); q, k and v each D × D), token
+  // and position embeddings ~ N(0, ½) so that their sum has unit RMS.
+  // deepnorm, under either scheme's embeddings, uses Xavier-normal with gain
+  // β for the value, output and MLP projections and 1 for query and key.
+  // Gains 1 (weights 1 − weight_offset), biases 0.
   void init(std::uint64_t seed);
 
   // tokens: (batch, seq) row-major, ids in [0, V), 1 <= seq <= context.
@@ -81,6 +84,11 @@ class Model {
   // (not accumulated) into grads().
   void backward();
 
+  // The LM head's input in the last forward, (rows, D): the final norm's
+  // output, or the last residual stream when there is no final norm.
+  std::span<const T> head_input() const noexcept {
+    return {config_.final_norm ? z_.data() : stream_.back().data(), static_cast<std::size_t>(rows_ * config_.width)};
+  }
   // RMS of every norm's input in the last forward, in the parameters' layout order.
   std::vector<NormInput> norm_inputs() const;
   // RMS of the residual stream after the embedding (0) and after each

@@ -47,6 +47,20 @@ double evaluate(Model<float>& m, std::span<const std::int32_t> tokens, std::int6
   return total / static_cast<double>(windows);
 }
 
+GradNorms grad_norms(const Model<float>& m) {
+  GradNorms g;
+  g.per_block.assign(static_cast<std::size_t>(m.config().depth), 0.0);
+  double total_sq = 0;
+  for (const ParamInfo& t : m.tensors()) {
+    const double sq = norm_of(m.grads(), t.offset, t.size);
+    total_sq += sq;
+    if (t.layer >= 0) g.per_block[static_cast<std::size_t>(t.layer)] += sq;
+  }
+  for (double& b : g.per_block) b = std::sqrt(b);
+  g.total = std::sqrt(total_sq);
+  return g;
+}
+
 TrainResult train(Model<float>& m, const TextData& data, const TrainOptions& o,
                   const std::function<void(const StepReport&)>& on_step) {
   if (o.steps < 1 || o.batch < 1 || o.seq < 1 || o.seq > m.config().context || o.warmup < 0 ||
@@ -63,7 +77,6 @@ TrainResult train(Model<float>& m, const TextData& data, const TrainOptions& o,
   std::vector<std::int32_t> inputs, targets;
   TrainResult result;
   StepReport r;
-  const std::int64_t depth = m.config().depth;
   for (std::int64_t s = 0; s < o.steps; ++s) {
     r = StepReport{};
     r.step = s;
@@ -82,15 +95,9 @@ TrainResult train(Model<float>& m, const TextData& data, const TrainOptions& o,
     r.norm_inputs = m.norm_inputs();
     m.backward();
 
-    r.block_grad_norms.assign(static_cast<std::size_t>(depth), 0.0);
-    double total_sq = 0;
-    for (const ParamInfo& t : m.tensors()) {
-      const double sq = norm_of(m.grads(), t.offset, t.size);
-      total_sq += sq;
-      if (t.layer >= 0) r.block_grad_norms[static_cast<std::size_t>(t.layer)] += sq;
-    }
-    for (double& g : r.block_grad_norms) g = std::sqrt(g);
-    r.grad_norm = std::sqrt(total_sq);
+    GradNorms norms = grad_norms(m);
+    r.block_grad_norms = std::move(norms.per_block);
+    r.grad_norm = norms.total;
     if (!std::isfinite(r.grad_norm)) {
       result.diverged = true;
       result.message = "diverged at step " + std::to_string(s) + ": gradient norm " + format_double(r.grad_norm);

@@ -51,6 +51,14 @@ struct TrainResult {
   std::optional<double> last_val_loss;
 };
 
+// The 2-norm of the gradient of each block's parameters (per block) and of
+// all parameters (total), from m.grads().
+struct GradNorms {
+  std::vector<double> per_block;
+  double total = 0;
+};
+GradNorms grad_norms(const Model<float>& m);
+
 // Mean cross-entropy over the first `windows` back-to-back windows of
 // `tokens` (as many as fit), evaluated `batch` at a time.
 double evaluate(Model<float>& m, std::span<const std::int32_t> tokens, std::int64_t batch, std::int64_t seq,

@@ -22,7 +22,8 @@ debs=(cmake ninja-build g++ pkg-config ca-certificates
       libomp-dev            # OpenMP (g++ brings libgomp; clang's runtime for the fuzzer build)
       libdnnl-dev           # oneDNN: the baseline `normkit bench` compares against
       ocl-icd-opencl-dev    # OpenCL headers: Debian's oneDNN CMake package requires them
-      libopenblas-dev)      # matrix products of the lab's transformer step and the model
+      libopenblas-dev       # matrix products of the lab's transformer step and the model
+      bible-kjv)            # the King James text `normkit study` trains on (public domain)
 if ((test_deps)); then
   debs+=(clang-14 libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes
 fi
@@ -47,6 +48,16 @@ if ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
   rm -rf .venv
   python3 -m venv .venv || { rm -rf .venv; exit 1; }
 fi
+# `normkit study`'s text: Genesis, one verse per line without its reference,
+# through bible-kjv's own reader (its data file is compressed).
+text=build/data/genesis-kjv-full.txt
+if [ ! -s "$text" ]; then
+  mkdir -p build/data
+  bible -f -l100000 Gen1:1-Gen50:26 | sed 's/^Ge[0-9]*:[0-9]* //' >"$text.part"
+  mv "$text.part" "$text"
+  echo "setup: extracted Genesis (KJV) from bible-kjv into $text"
+fi
+
 reqs=(-r scripts/requirements.txt)
 ((test_deps)) && reqs+=(-r scripts/requirements-test.txt)
 echo "setup: Python packages into .venv (${reqs[*]})"

@@ -318,6 +318,54 @@ TEST(ModelForward, RejectsBadShapesAndIds) {
   EXPECT_EQ(error_of([&] { m.forward(bad, 1, 3); }), "model forward: token id 7 outside [0, vocab = 7)");
 }
 
+// The sample standard deviation of each tensor after init() is the scheme's.
+TEST(ModelInit, SchemesDrawTheirStandardDeviations) {
+  Config c = tiny_config(Placement::pre, NormKind::layer_norm, true);
+  c.width = 64;
+  c.heads = 4;
+  c.ffn = 128;
+  c.vocab = 50;
+  c.context = 32;
+  c.depth = 2;
+  auto stddev_of = [](const Model<float>& m, const std::string& name) {
+    for (const auto& t : m.tensors())
+      if (t.name == name) {
+        double s = 0;
+        for (std::int64_t i = 0; i < t.size; ++i) {
+          const double v = m.params()[static_cast<std::size_t>(t.offset + i)];
+          s += v * v;
+        }
+        return std::sqrt(s / static_cast<double>(t.size));
+      }
+    ADD_FAILURE() << "no tensor " << name;
+    return 0.0;
+  };
+  const double D = 64, F = 128;
+  struct Expect {
+    const char* name;
+    double gpt2, xavier;
+  };
+  const Expect expect[] = {{"wte", 0.02, std::sqrt(0.5)},
+                           {"wpe", 0.02, std::sqrt(0.5)},
+                           {"block0.attn.qkv.weight", 0.02, std::sqrt(2 / (2 * D))},
+                           {"block0.attn.proj.weight", 0.02 / 2, std::sqrt(2 / (2 * D))},  // 1/√(2·depth) = 1/2
+                           {"block1.mlp.fc.weight", 0.02, std::sqrt(2 / (D + F))},
+                           {"block1.mlp.fc2.weight", 0.02 / 2, std::sqrt(2 / (D + F))},
+                           {"head.weight", 0.02, std::sqrt(2 / (D + 50))}};
+  for (const auto scheme : {normkit::model::InitScheme::gpt2, normkit::model::InitScheme::xavier}) {
+    c.init = scheme;
+    Model<float> m(c);
+    m.init(9);
+    for (const Expect& e : expect) {
+      const double want = scheme == normkit::model::InitScheme::gpt2 ? e.gpt2 : e.xavier;
+      // Thousands of draws: the sample std is within 5% of the true one.
+      EXPECT_NEAR(stddev_of(m, e.name), want, 0.05 * want) << e.name << ", " << init_scheme_name(scheme);
+    }
+  }
+  EXPECT_EQ(error_of([] { normkit::model::parse_init_scheme("kaiming"); }),
+            "unknown init 'kaiming' (expected gpt2 or xavier)");
+}
+
 // DeepNet's table 1, decoder-only: α = (2N)^(1/4), β = (8N)^(-1/4).
 TEST(ModelConfig, DeepNormConstants) {
   Config c = tiny_config(Placement::deepnorm, NormKind::layer_norm, true);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_args.hpp"
 #include "measure/timing.hpp"
 #include "normkit/observer.hpp"
 #include "normkit/ops.hpp"
@@ -20,18 +21,6 @@ class NoOp : public OpObserver {
   void on_op(const OpRecord&) override {}
 };
 
-std::int64_t positive(const std::string& flag, const std::string& v) {
-  std::size_t used = 0;
-  long long n = 0;
-  try {
-    n = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || n < 1) throw std::invalid_argument(flag + " expects an integer >= 1, got '" + v + "'");
-  return n;
-}
-
 }  // namespace
 
 int bench_observer(int argc, char** argv) {
@@ -42,8 +31,8 @@ int bench_observer(int argc, char** argv) {
     if (i + 1 >= argc || (a != "--D" && a != "--rounds"))
       throw std::invalid_argument("--observer: unknown option or missing value '" + a + "' (takes --D N, --rounds N)");
     const std::string v = argv[++i];
-    if (a == "--D") D = positive(a, v);
-    else rounds = static_cast<int>(positive(a, v));
+    if (a == "--D") D = parse_int(a, v, 1);
+    else rounds = static_cast<int>(parse_int(a, v, 1));
   }
   std::vector<float> x(static_cast<std::size_t>(D)), y(x.size()), w(x.size(), 1.0f), rstd(1);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) - 8.0f;

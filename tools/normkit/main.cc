@@ -19,6 +19,7 @@ constexpr const char* kUsage =
     "  bench    time every op against the machine's memory-bandwidth ceiling\n"
     "  train    train a small language model with a chosen norm placement\n"
     "  profile  where a model step's time goes: FLOP share against time share\n"
+    "  study    measure what placement, warmup, depth and the final norm do to training\n"
     "\n"
     "options:\n"
     "  --help       show this help (or `normkit <command> --help`)\n"
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return normkit::cli::bench_main(argc - 2, argv + 2);
     if (cmd == "train") return normkit::cli::train_main(argc - 2, argv + 2);
     if (cmd == "profile") return normkit::cli::profile_main(argc - 2, argv + 2);
+    if (cmd == "study") return normkit::cli::study_main(argc - 2, argv + 2);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "normkit %s: %s\n", argv[1], e.what());
     return 1;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_args.hpp"
 #include "commands.hpp"
 #include "measure/memory.hpp"
 #include "measure/timing.hpp"
@@ -91,19 +92,6 @@ struct Options {
   bool compare = true, json = false, verbose = false;
   std::string report;
 };
-
-std::int64_t parse_int(const std::string& flag, const std::string& v, std::int64_t min) {
-  std::size_t used = 0;
-  long long n = 0;
-  try {
-    n = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || n < min)
-    throw std::invalid_argument(flag + " expects an integer >= " + std::to_string(min) + ", got '" + v + "'");
-  return n;
-}
 
 // Returns false when --help was asked for.
 bool parse(int argc, char** argv, Options& o) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_args.hpp"
 #include "commands.hpp"
 #include "model/blas.hpp"
 #include "model/checkpoint.hpp"
@@ -46,6 +47,7 @@ constexpr const char* kHelp =
     "  --tie              the LM head is the token embedding\n"
     "  --qk-norm          norm each head's query and key before the scores\n"
     "  --weight-offset W  RMSNorm gain = W + weight: 0 (Llama) or 1 (Gemma) [0]\n"
+    "  --init SCHEME      gpt2 or xavier (model/model.hpp)               [gpt2]\n"
     "\n"
     "training:\n"
     "  --steps N          updates                                        [300]\n"
@@ -80,32 +82,6 @@ struct Options {
   double temperature = 0.8;
 };
 
-std::int64_t parse_int(const std::string& flag, const std::string& v, std::int64_t min) {
-  std::size_t used = 0;
-  long long n = 0;
-  try {
-    n = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || n < min)
-    throw std::invalid_argument(flag + " expects an integer >= " + std::to_string(min) + ", got '" + v + "'");
-  return n;
-}
-
-double parse_number(const std::string& flag, const std::string& v, double min) {
-  std::size_t used = 0;
-  double x = -1;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || !std::isfinite(x) || x < min)
-    throw std::invalid_argument(flag + " expects a number >= " + std::to_string(min) + ", got '" + v + "'");
-  return x;
-}
-
 // Returns false when --help was asked for.
 bool parse(int argc, char** argv, Options& o) {
   o.model.context = 64;
@@ -137,6 +113,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--norm") o.model.norm = nm::parse_norm_kind(v);
     else if (a == "--mlp") o.model.ffn_kind = nm::parse_ffn_kind(v);
     else if (a == "--weight-offset") o.model.weight_offset = parse_number(a, v, 0);
+    else if (a == "--init") o.model.init = nm::parse_init_scheme(v);
     else if (a == "--steps") o.train.steps = parse_int(a, v, 1);
     else if (a == "--batch") o.train.batch = parse_int(a, v, 1);
     else if (a == "--lr") o.train.lr = parse_number(a, v, 0);

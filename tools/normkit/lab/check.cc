@@ -155,11 +155,27 @@ const std::vector<Check>& all_checks() {
                 " (LayerNorm, f32)";
        }},
       {"zero_branch_jacobian",
-       "With a zero sublayer a pre-norm block is the identity (by construction, reported), while a post-norm "
-       "block still normalizes: its Jacobian annihilates the all-ones direction and a common shift disappears.",
+       "With a zero sublayer a post-norm block still normalizes: it returns the text's vector for [1,2,3,4], "
+       "its Jacobian annihilates the all-ones direction and a common shift disappears.",
        check_zero_branch_jacobian,
        [](const Result& r) {
          return "post-norm |J·1| = " + v(r, "post_norm_jacobian_ones_f32") + " (f32)";
+       }},
+      {"block_jacobian",
+       "With the model's real attention and MLP sublayers, a pre-norm block's Jacobian is I + J_S·J_N and a "
+       "post-norm block's is J_N·(I + J_S), against finite differences of the block, and no output reads a "
+       "later token.",
+       check_block_jacobian,
+       [](const Result& r) {
+         return "pre-norm MLP block: |J − (I + J_S·J_N)| = " + v(r, "pre_ln_mlp_jacobian") + " with ‖J_S·J_N‖_F = " +
+                v(r, "pre_ln_mlp_branch_norm");
+       }},
+      {"model_causality",
+       "In the whole language model, changing later tokens leaves every earlier position's logits bitwise "
+       "unchanged, and a norm over (T, D) is caught.",
+       check_model_causality,
+       [](const Result& r) {
+         return v(r, "pre_ln_earlier_logits_unchanged") + " of 10 earlier positions unchanged (pre-norm LayerNorm)";
        }},
       {"residual_growth",
        "A pre-norm residual stream can grow while every normalized branch input stays the same.",

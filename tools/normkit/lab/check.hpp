@@ -109,6 +109,8 @@ void check_normalization_geometry(const Norms&, Recorder&);
 void check_residual_update_angle(const Norms&, Recorder&);
 void check_runtime_arithmetic(const Norms&, Recorder&);
 void check_seed_claims(const Norms&, Recorder&);
+void check_block_jacobian(const Norms&, Recorder&);   // checks_model.cc
+void check_model_causality(const Norms&, Recorder&);  // checks_model.cc
 
 // Shape of feature_axis_causality's input, exposed so that tests can build
 // the (T, D) negative control for the same T.
