@@ -274,6 +274,21 @@ TEST(ProfileCounts, StepsWithDifferentOpsAreRefused) {
   EXPECT_THROW(np::summarize({}), std::logic_error);
 }
 
+TEST(ProfileCounts, MedianOrFastestOfEachOp) {
+  OpRecord r;
+  r.op = "copy";
+  r.label = "x";
+  r.shape[0] = 4;
+  std::vector<std::vector<OpRecord>> steps;
+  for (const std::int64_t ns : {5000, 3000, 9000}) {
+    r.start_ns = 1000;
+    r.end_ns = 1000 + ns;
+    steps.push_back({r});
+  }
+  EXPECT_DOUBLE_EQ(np::summarize(steps).recorded_s, 5e-6);
+  EXPECT_DOUBLE_EQ(np::summarize(steps, np::Statistic::fastest).recorded_s, 3e-6);
+}
+
 TEST(OpCost, UnknownOpsAreFlaggedNotGuessed) {
   OpRecord r;
   r.op = "conv2d";

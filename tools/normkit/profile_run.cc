@@ -138,7 +138,7 @@ void set_shares(std::vector<Row>& rows, double flops, double seconds) {
 
 }  // namespace
 
-StepProfile summarize(const std::vector<std::vector<OpRecord>>& steps) {
+StepProfile summarize(const std::vector<std::vector<OpRecord>>& steps, Statistic stat) {
   if (steps.empty() || steps[0].empty()) throw std::logic_error("profile: no records to summarize");
   const std::vector<OpRecord>& first = steps[0];
   for (const auto& s : steps) {
@@ -160,7 +160,8 @@ StepProfile summarize(const std::vector<std::vector<OpRecord>>& steps) {
   for (std::size_t i = 0; i < first.size(); ++i) {
     for (std::size_t s = 0; s < steps.size(); ++s)
       times[s] = static_cast<double>(steps[s][i].end_ns - steps[s][i].start_ns) * 1e-9;
-    const double t = measure::median(times);
+    const double t =
+        stat == Statistic::median ? measure::median(times) : *std::min_element(times.begin(), times.end());
     const measure::OpCost cost = measure::op_cost(first[i]);
     if (!cost.known && std::find(p.unknown_ops.begin(), p.unknown_ops.end(), first[i].op) == p.unknown_ops.end())
       p.unknown_ops.emplace_back(first[i].op);
@@ -187,7 +188,7 @@ StepProfile summarize(const std::vector<std::vector<OpRecord>>& steps) {
   return p;
 }
 
-StepProfile profile_step(Step& step, int warmup, int repeats) {
+StepProfile profile_step(Step& step, int warmup, int repeats, Statistic stat) {
   Recorder recorder;
   std::vector<std::vector<OpRecord>> steps;
   const auto profiled = [&] {
@@ -204,7 +205,7 @@ StepProfile profile_step(Step& step, int warmup, int repeats) {
        plain},
       warmup, repeats);
   steps.erase(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(steps.size() - t.seconds[0].size()));
-  StepProfile p = summarize(steps);
+  StepProfile p = summarize(steps, stat);
   p.wall_profiled_s = t.median_s(0);
   p.wall_unprofiled_s = t.median_s(1);
   return p;

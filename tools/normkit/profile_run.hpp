@@ -111,13 +111,20 @@ struct StepProfile {
   std::vector<std::string> unknown_ops;  // names op_cost does not count (0 FLOPs, 0 bytes)
 };
 
+// Each op's time over the steps: the median (the profile), or the fastest,
+// what the op takes undisturbed. On a shared machine the step's long matrix
+// products absorb the preemptions that its short norm calls mostly escape,
+// so a share from medians moves with the load; the lab's bound uses the
+// fastest.
+enum class Statistic : std::uint8_t { median, fastest };
+
 // The tables from the records of `repeats` steps (each step's records in the
-// same order: a model step is deterministic) and the two wall-time medians.
-StepProfile summarize(const std::vector<std::vector<OpRecord>>& steps);
+// same order: a model step is deterministic).
+StepProfile summarize(const std::vector<std::vector<OpRecord>>& steps, Statistic stat = Statistic::median);
 
 // Runs `warmup` steps, then `repeats` pairs of steps in alternating order:
 // one with a Recorder installed, one with no observer (the wall time the
-// profile must agree with).
-StepProfile profile_step(Step& step, int warmup, int repeats);
+// profile must agree with); the wall times are medians.
+StepProfile profile_step(Step& step, int warmup, int repeats, Statistic stat = Statistic::median);
 
 }  // namespace normkit::profile
