@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "normkit/ops.hpp"
+
 namespace normkit::measure {
 
 std::string_view norm_name(Norm n) { return n == Norm::layer ? "layer" : "rms"; }
@@ -25,8 +27,7 @@ const Op& find_op(Norm norm, Pass pass) {
 std::int64_t array_bytes(Array a, const Shape& s) {
   if (is_activation(a)) return s.rows * s.D * static_cast<std::int64_t>(dtype_size(s.act));
   if (is_parameter(a)) return s.D * static_cast<std::int64_t>(dtype_size(s.param));
-  // mean, rstd: f32, f64 for f64 activations (the statistics rule of ops.hpp).
-  return s.rows * (s.act == DType::f64 ? 8 : 4);
+  return s.rows * static_cast<std::int64_t>(dtype_size(stat_dtype(s.act)));  // mean, rstd
 }
 
 Traffic traffic(Arrays reads, Arrays writes, const Shape& s) {
