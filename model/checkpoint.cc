@@ -52,7 +52,7 @@ void save_checkpoint(const std::string& path, const Model<float>& m, const std::
   put(out, static_cast<std::uint8_t>(c.ffn_kind));
   put(out, static_cast<std::uint8_t>(c.qk_norm));
   put(out, static_cast<std::uint8_t>(c.weight_offset));  // 0 or 1, as validate() requires
-  put(out, std::uint8_t{0});
+  put(out, static_cast<std::uint8_t>(c.positions));
   put(out, c.eps);
   put(out, static_cast<std::int64_t>(m.params().size()));
   put_bytes(out, vocabulary.data(), vocabulary.size());
@@ -84,6 +84,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   c.ffn_kind = static_cast<FfnKind>(get<std::uint8_t>(in, 60));
   c.qk_norm = get<std::uint8_t>(in, 61) != 0;
   c.weight_offset = get<std::uint8_t>(in, 62);
+  c.positions = static_cast<Positions>(get<std::uint8_t>(in, 63));
   c.eps = get<double>(in, 64);
   const std::int64_t count = get<std::int64_t>(in, 72);
   try {

@@ -9,9 +9,9 @@
 //                 4 none, 5 deepnorm), norm (0 layernorm, 1 rmsnorm),
 //                 final_norm (0/1), tie_embeddings (0/1)
 //   60      1     uint8: the MLP (0 GELU, 1 SwiGLU)
-//   61      2     uint8: qk_norm (0/1), weight_offset (0/1); files written
-//                 before these options hold 0 there, which reads as off
-//   63      1     zero
+//   61      3     uint8: qk_norm (0/1), weight_offset (0/1), positions
+//                 (0 learned, 1 sinusoidal); files written before these
+//                 options hold 0 there, which reads as the default
 //   64      8     f64: eps
 //   72      8     int64: P, the number of parameters
 //   80      V     the vocabulary: byte of token id 0, 1, …, V−1

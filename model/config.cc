@@ -26,6 +26,8 @@ std::string_view ffn_kind_name(FfnKind k) noexcept { return k == FfnKind::gelu ?
 
 std::string_view init_scheme_name(InitScheme s) noexcept { return s == InitScheme::gpt2 ? "gpt2" : "xavier"; }
 
+std::string_view positions_name(Positions p) noexcept { return p == Positions::learned ? "learned" : "sinusoidal"; }
+
 Placement parse_placement(std::string_view name) {
   for (Placement p : kPlacements)
     if (placement_name(p) == name) return p;
@@ -49,6 +51,12 @@ InitScheme parse_init_scheme(std::string_view name) {
   for (InitScheme k : {InitScheme::gpt2, InitScheme::xavier})
     if (init_scheme_name(k) == name) return k;
   throw std::invalid_argument("unknown init '" + std::string(name) + "' (expected gpt2 or xavier)");
+}
+
+Positions parse_positions(std::string_view name) {
+  for (Positions p : {Positions::learned, Positions::sinusoidal})
+    if (positions_name(p) == name) return p;
+  throw std::invalid_argument("unknown positions '" + std::string(name) + "' (expected learned or sinusoidal)");
 }
 
 namespace {
@@ -85,6 +93,9 @@ void validate(const Config& c) {
   if (c.init != InitScheme::gpt2 && c.init != InitScheme::xavier)
     throw std::invalid_argument("model config: unknown init (enum value " + std::to_string(static_cast<int>(c.init)) +
                                 ")");
+  if (c.positions != Positions::learned && c.positions != Positions::sinusoidal)
+    throw std::invalid_argument("model config: unknown positions (enum value " +
+                                std::to_string(static_cast<int>(c.positions)) + ")");
   if (c.weight_offset != 0 && c.weight_offset != 1)
     throw std::invalid_argument("model config: weight_offset = " + std::to_string(c.weight_offset) +
                                 ", expected 0 or 1");

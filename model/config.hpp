@@ -30,6 +30,10 @@ enum class FfnKind : std::uint8_t { gelu, swiglu };
 // Transformer's Xavier-normal matrices with a unit-RMS embedding (the
 // setting of Xiong et al. 2020).
 enum class InitScheme : std::uint8_t { gpt2, xavier };
+// Position embeddings: learned (a context × D table trained with the rest),
+// or the original Transformer's fixed sinusoids, PE[t, 2i] = sin(t/10000^(2i/D)),
+// PE[t, 2i+1] = cos(t/10000^(2i/D)), added unscaled.
+enum class Positions : std::uint8_t { learned, sinusoidal };
 
 inline constexpr Placement kPlacements[] = {Placement::pre,    Placement::post, Placement::sandwich,
                                             Placement::output, Placement::none, Placement::deepnorm};
@@ -39,6 +43,7 @@ std::string_view placement_name(Placement p) noexcept;
 std::string_view norm_kind_name(NormKind k) noexcept;
 std::string_view ffn_kind_name(FfnKind k) noexcept;  // "gelu", "swiglu"
 std::string_view init_scheme_name(InitScheme s) noexcept;  // "gpt2", "xavier"
+std::string_view positions_name(Positions p) noexcept;      // "learned", "sinusoidal"
 // Parse a name as printed above ("pre", ..., "layernorm" / "rmsnorm"); an
 // unknown name throws std::invalid_argument that quotes it and lists the
 // accepted ones.
@@ -46,10 +51,11 @@ Placement parse_placement(std::string_view name);
 NormKind parse_norm_kind(std::string_view name);
 FfnKind parse_ffn_kind(std::string_view name);
 InitScheme parse_init_scheme(std::string_view name);
+Positions parse_positions(std::string_view name);
 
 struct Config {
   std::int64_t vocab = 0;     // V: token ids are in [0, V)
-  std::int64_t context = 64;  // longest sequence; positions are learned
+  std::int64_t context = 64;  // longest sequence
   std::int64_t width = 64;    // D, the residual stream's width
   std::int64_t heads = 4;     // must divide D
   std::int64_t ffn = 256;     // F, the MLP's hidden width
@@ -58,6 +64,7 @@ struct Config {
   NormKind norm = NormKind::layer_norm;
   FfnKind ffn_kind = FfnKind::gelu;
   InitScheme init = InitScheme::gpt2;  // not kept in checkpoints: a loaded model is not re-initialized
+  Positions positions = Positions::learned;
   bool final_norm = true;       // a norm between the last block and the LM head
   bool tie_embeddings = false;  // the LM head is the token embedding, transposed
   bool qk_norm = false;         // norm q and k per head before attention scores

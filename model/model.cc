@@ -130,7 +130,16 @@ Model<T>::Model(const Config& config, NormOps norms) : config_(config), ops_(std
   validate(config_);
   const std::int64_t V = config_.vocab, D = config_.width, F = config_.ffn, dh = D / config_.heads;
   wte_ = add_tensor("wte", V * D, -1, true);
-  wpe_ = add_tensor("wpe", config_.context * D, -1, true);
+  if (config_.positions == Positions::learned) {
+    wpe_ = add_tensor("wpe", config_.context * D, -1, true);
+  } else {
+    sinusoids_.resize(static_cast<std::size_t>(config_.context * D));
+    for (std::int64_t t = 0; t < config_.context; ++t)
+      for (std::int64_t d = 0; d < D; ++d) {
+        const double angle = static_cast<double>(t) / std::pow(10000.0, static_cast<double>(d - d % 2) / static_cast<double>(D));
+        sinusoids_[static_cast<std::size_t>(t * D + d)] = static_cast<T>(d % 2 ? std::cos(angle) : std::sin(angle));
+      }
+  }
   for (int l = 0; l < static_cast<int>(config_.depth); ++l) {
     for (bool attention : {true, false}) {
       const std::string p = "block" + std::to_string(l) + (attention ? ".attn" : ".mlp");
@@ -204,7 +213,7 @@ void Model<T>::init(std::uint64_t seed) {
   const bool xav = config_.init == InitScheme::xavier;
   const double embed_std = xav ? std::sqrt(0.5) : 0.02;
   normal(wte_, config_.vocab * D, constant(embed_std));
-  normal(wpe_, config_.context * D, constant(embed_std));
+  if (wpe_ >= 0) normal(wpe_, config_.context * D, constant(embed_std));
   // The gain of each kind of projection: deepnorm's β for v, the output and
   // the MLP; else 1 under xavier. gpt2 draws fixed stds instead.
   const double gain_qk = 1.0, gain_v = deep ? beta : 1.0;
@@ -289,7 +298,7 @@ void Model<T>::forward(std::span<const std::int32_t> tokens, std::int64_t batch,
     const ObservedOp op(op_record<T>("embedding", "embedding", rows_, D));
     for (std::int64_t n = 0; n < rows_; ++n) {
       const T* e = params_.data() + wte_ + tokens_[static_cast<std::size_t>(n)] * D;
-      const T* p = params_.data() + wpe_ + (n % seq) * D;
+      const T* p = (wpe_ >= 0 ? params_.data() + wpe_ : sinusoids_.data()) + (n % seq) * D;
       for (std::int64_t d = 0; d < D; ++d) x0[n * D + d] = e[d] + p[d];
     }
   }
@@ -688,13 +697,14 @@ void Model<T>::backward() {
     }
   }
 
-  const ObservedOp op(op_record<T>("embedding_backward", "embedding", rows_, D));
+  // Into both tables, or into wte alone with fixed sinusoidal positions.
+  const ObservedOp op(op_record<T>("embedding_backward", "embedding", rows_, D, wpe_ >= 0 ? 2 : 1));
   for (std::int64_t n = 0; n < rows_; ++n) {
     T* ge = G + wte_ + tokens_[static_cast<std::size_t>(n)] * D;
-    T* gp = G + wpe_ + (n % seq_) * D;
-    for (std::int64_t d = 0; d < D; ++d) {
-      ge[d] += dx[n * D + d];
-      gp[d] += dx[n * D + d];
+    for (std::int64_t d = 0; d < D; ++d) ge[d] += dx[n * D + d];
+    if (wpe_ >= 0) {
+      T* gp = G + wpe_ + (n % seq_) * D;
+      for (std::int64_t d = 0; d < D; ++d) gp[d] += dx[n * D + d];
     }
   }
 }

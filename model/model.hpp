@@ -5,7 +5,8 @@
 //   x (stream)      : (rows, D), rows = B·T
 //   logits          : (rows, V)
 //
-// Embedding: x0 = wte[token] + wpe[position]. Then depth blocks of causal
+// Embedding: x0 = wte[token] + wpe[position] (learned positions, or fixed
+// sinusoids in place of wpe: config.hpp). Then depth blocks of causal
 // multi-head self-attention and a GELU (tanh) MLP, each placed with its norms
 // as config.hpp describes (or a SwiGLU MLP); an optional final norm; logits = z·W_head, or
 // z·wteᵀ with tied embeddings. The loss is the mean cross-entropy over rows.
@@ -169,7 +170,8 @@ class Model {
   NormOps ops_;
   std::vector<ParamInfo> tensors_;
   std::vector<T> params_, grads_;
-  std::int64_t wte_ = 0, wpe_ = 0, head_ = -1;
+  std::int64_t wte_ = 0, wpe_ = -1, head_ = -1;  // wpe_ -1: sinusoidal positions
+  std::vector<T> sinusoids_;                      // (context, D) when positions are sinusoidal
   NormRef final_norm_;
   std::vector<Sublayer> sublayers_;
 

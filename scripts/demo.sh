@@ -35,5 +35,6 @@ Results in $out/:
 Next:
   $nk lab -v                  every comparison on the terminal
   $nk bench                   the full benchmark (about 20 minutes)
+  $nk study --quick           what placement, warmup and depth do to training (about 7 minutes)
   bash scripts/test.sh        every test; then 'source .venv/bin/activate' to use the Python package
 MSG

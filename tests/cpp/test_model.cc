@@ -44,6 +44,17 @@ std::vector<std::int32_t> random_tokens(Rng& rng, std::size_t n, std::int64_t vo
   return t;
 }
 
+// The message of the std::invalid_argument that f throws.
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
+
 using GradCase = std::tuple<Placement, NormKind, bool>;
 
 class ModelGradient : public ::testing::TestWithParam<GradCase> {};
@@ -157,6 +168,37 @@ INSTANTIATE_TEST_SUITE_P(EveryPlacementAndNorm, ModelGradientSwiGLU,
                                             ::testing::ValuesIn(normkit::model::kNormKinds)),
                          case_name);
 
+// Fixed sinusoidal positions in place of the learned table.
+class ModelGradientSinusoidal : public ::testing::TestWithParam<CausalCase> {};
+
+TEST_P(ModelGradientSinusoidal, MatchesCentralDifferences) {
+  const auto [placement, kind] = GetParam();
+  Config c = tiny_config(placement, kind, true);
+  c.positions = normkit::model::Positions::sinusoidal;
+  check_gradient(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(PreAndPost, ModelGradientSinusoidal,
+                         ::testing::Combine(::testing::Values(Placement::pre, Placement::post),
+                                            ::testing::ValuesIn(normkit::model::kNormKinds)),
+                         case_name);
+
+TEST(ModelPositions, SinusoidsAreFixedAndDistinguishPositions) {
+  Config c = tiny_config(Placement::pre, NormKind::layer_norm, true);
+  c.positions = normkit::model::Positions::sinusoidal;
+  Model<double> m(c);
+  for (const auto& t : m.tensors()) EXPECT_NE(t.name, "wpe") << "sinusoidal positions have no parameters";
+  m.init(1);
+  // The same token at two positions reaches the head differently.
+  const std::vector<std::int32_t> same(6, 3);
+  m.forward(same, 1, 6);
+  const auto l = m.logits();
+  const std::size_t V = static_cast<std::size_t>(c.vocab);
+  EXPECT_NE(std::vector<double>(l.begin(), l.begin() + V), std::vector<double>(l.begin() + V, l.begin() + 2 * V));
+  EXPECT_EQ(error_of([] { normkit::model::parse_positions("rotary"); }),
+            "unknown positions 'rotary' (expected learned or sinusoidal)");
+}
+
 class ModelCausality : public ::testing::TestWithParam<CausalCase> {};
 
 // Changing the tokens from position k on leaves the logits of positions
@@ -254,16 +296,6 @@ INSTANTIATE_TEST_SUITE_P(EveryPlacementAndNorm, ModelBlocks,
                                             ::testing::ValuesIn(normkit::model::kNormKinds)),
                          case_name);
 
-// The message of the std::invalid_argument that f throws.
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "(nothing thrown)";
-}
 
 TEST(ModelConfig, BadConfigurationsNameTheArgument) {
   Config c = tiny_config(Placement::pre, NormKind::layer_norm, true);

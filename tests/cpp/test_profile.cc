@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "measure/op_cost.hpp"
+#include "model/observe.hpp"
 #include "normkit/observer.hpp"
 #include "normkit/ops.hpp"
 #include "profile_run.hpp"
@@ -287,6 +288,19 @@ TEST(ProfileCounts, MedianOrFastestOfEachOp) {
   }
   EXPECT_DOUBLE_EQ(np::summarize(steps).recorded_s, 5e-6);
   EXPECT_DOUBLE_EQ(np::summarize(steps, np::Statistic::fastest).recorded_s, 3e-6);
+}
+
+// The embedding's gradient goes into wte's rows, and wpe's unless the
+// positions are fixed sinusoids: (4, 8) f32 rows, one or two tables.
+TEST(OpCost, EmbeddingBackwardCountsTheTablesItWrites) {
+  const auto cost = [](std::int64_t tables) {
+    return normkit::measure::op_cost(nm::op_record<float>("embedding_backward", "embedding", 4, 8, tables));
+  };
+  EXPECT_DOUBLE_EQ(cost(2).flops, 64.0);
+  EXPECT_EQ(cost(2).bytes_written, 2 * 32 * 4);
+  EXPECT_DOUBLE_EQ(cost(1).flops, 32.0);
+  EXPECT_EQ(cost(1).bytes_read, 2 * 32 * 4);
+  EXPECT_EQ(cost(1).bytes_written, 32 * 4);
 }
 
 TEST(OpCost, UnknownOpsAreFlaggedNotGuessed) {

@@ -143,6 +143,7 @@ TEST(Checkpoint, RoundTripAndBrokenFiles) {
   c.ffn_kind = nm::FfnKind::swiglu;
   c.qk_norm = true;
   c.weight_offset = 1;
+  c.positions = nm::Positions::sinusoidal;
   nm::Model<float> m(c);
   m.init(2);
   nm::TrainOptions o;
@@ -160,6 +161,7 @@ TEST(Checkpoint, RoundTripAndBrokenFiles) {
   EXPECT_EQ(ck.config.ffn_kind, nm::FfnKind::swiglu);
   EXPECT_TRUE(ck.config.qk_norm);
   EXPECT_EQ(ck.config.weight_offset, 1.0);
+  EXPECT_EQ(ck.config.positions, nm::Positions::sinusoidal);
   EXPECT_EQ(ck.config.width, c.width);
   nm::Model<float> back = nm::model_from(ck);
   const auto tokens = std::vector<std::int32_t>(data.train().begin(), data.train().begin() + 64);

@@ -48,6 +48,7 @@ constexpr const char* kHelp =
     "  --qk-norm          norm each head's query and key before the scores\n"
     "  --weight-offset W  RMSNorm gain = W + weight: 0 (Llama) or 1 (Gemma) [0]\n"
     "  --init SCHEME      gpt2 or xavier (model/model.hpp)               [gpt2]\n"
+    "  --positions P      learned or sinusoidal                          [learned]\n"
     "\n"
     "training:\n"
     "  --steps N          updates                                        [300]\n"
@@ -114,6 +115,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--mlp") o.model.ffn_kind = nm::parse_ffn_kind(v);
     else if (a == "--weight-offset") o.model.weight_offset = parse_number(a, v, 0);
     else if (a == "--init") o.model.init = nm::parse_init_scheme(v);
+    else if (a == "--positions") o.model.positions = nm::parse_positions(v);
     else if (a == "--steps") o.train.steps = parse_int(a, v, 1);
     else if (a == "--batch") o.train.batch = parse_int(a, v, 1);
     else if (a == "--lr") o.train.lr = parse_number(a, v, 0);

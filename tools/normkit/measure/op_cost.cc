@@ -105,8 +105,9 @@ OpCost model_cost(const OpRecord& r) {
     set(4.0 * f(d[2]), 2 * d[2], d[0] * d[1]);
   } else if (op == "embedding") {  // x0 = wte[token] + wpe[position]
     set(f(d[0] * d[1]), 2 * d[0] * d[1], d[0] * d[1]);
-  } else if (op == "embedding_backward") {  // both tables' rows += dx0
-    set(2.0 * f(d[0] * d[1]), 3 * d[0] * d[1], 2 * d[0] * d[1]);
+  } else if (op == "embedding_backward") {  // each of the tables' rows += dx0
+    const std::int64_t tables = d[2];
+    set(f(tables * d[0] * d[1]), (1 + tables) * d[0] * d[1], tables * d[0] * d[1]);
   } else if (op == "cross_entropy") {
     // Per logit: max, subtract, exp, sum, divide (the softmax kept for backward).
     set(5.0 * f(d[0] * d[1]), d[0] * d[1], d[0] * d[1]);

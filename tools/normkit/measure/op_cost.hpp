@@ -10,7 +10,8 @@
 //   gelu, gelu_backward    {n}
 //   swiglu, swiglu_backward {rows, F}      gate and up (rows, F) each
 //   softmax, softmax_backward {rows, cols, valid}  valid: entries computed (causal)
-//   embedding, embedding_backward {rows, D}
+//   embedding              {rows, D}       x0 = wte[token] + (wpe or sinusoids)[position]
+//   embedding_backward     {rows, D, tables}  dx0 into wte's rows (and wpe's: tables = 2)
 //   cross_entropy, cross_entropy_backward {rows, V}
 //   copy, fill             {n}             y = x;  y = 0
 // FLOPs count each add, multiply, divide, compare and transcendental (exp,

@@ -169,6 +169,17 @@ std::string of_seeds(int diverged_runs, int seeds) {
   return std::to_string(diverged_runs) + " of " + std::to_string(seeds);
 }
 
+// Element by element, the geometric mean of one profile per seed.
+std::vector<double> geomean_over_seeds(const std::vector<std::vector<double>>& per_seed) {
+  std::vector<double> out;
+  for (std::size_t i = 0; i < per_seed.front().size(); ++i) {
+    std::vector<double> v;
+    for (const auto& ps : per_seed) v.push_back(ps[i]);
+    out.push_back(geomean(v));
+  }
+  return out;
+}
+
 // Exploding or collapsing: the stream's last/first RMS ratio beyond 10× either way.
 bool extreme_ratio(double r) { return !(r <= 10.0 && r >= 0.1); }
 
@@ -197,11 +208,7 @@ void gradients_at_init(Study& s, const model::TextData& data) {
           per_seed.push_back(a.block_grads);
           g.first_over_last.push_back(a.block_grads.front() / a.block_grads.back());
         }
-        for (std::size_t b = 0; b < per_seed[0].size(); ++b) {
-          std::vector<double> v;
-          for (const auto& ps : per_seed) v.push_back(ps[b]);
-          g.per_block.push_back(geomean(v));
-        }
+        g.per_block = geomean_over_seeds(per_seed);
         const auto [lo, hi] = std::minmax_element(g.per_block.begin(), g.per_block.end());
         const auto [rlo, rhi] = std::minmax_element(g.first_over_last.begin(), g.first_over_last.end());
         t.rows.push_back({init_name(init), std::string(model::placement_name(pl)), std::to_string(depth),
@@ -353,11 +360,7 @@ void unnormalized_stack(Study& s, Runner& runner, const model::TextData& data) {
                                      data, p.batch)
                                  .stream_rms);
         Study::StackProfile sp{init, pl, depth, {}};
-        for (std::size_t j = 0; j < per_seed[0].size(); ++j) {
-          std::vector<double> v;
-          for (const auto& ps : per_seed) v.push_back(ps[j]);
-          sp.stream_rms.push_back(geomean(v));
-        }
+        sp.stream_rms = geomean_over_seeds(per_seed);
         const auto& r = sp.stream_rms;
         init_ratio[{init, pl}].push_back(last_over_first(r));
         t.rows.push_back({init_name(init), std::string(model::placement_name(pl)), std::to_string(depth), "init", "—",
