@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "model/blas.hpp"
+#include "model/observe.hpp"
 #include "model/rng.hpp"
 #include "normkit/tensor.hpp"
 
@@ -12,16 +13,76 @@ namespace normkit::model {
 
 namespace {
 
+// Every op below reports itself to the op observer under its label
+// (model/observe.hpp); the norms are reported by the library.
+
+// C = alpha·op(A)·op(B) + beta·C, as gemm (model/blas.hpp).
 template <class T>
-void add_bias(T* y, const T* b, std::int64_t rows, std::int64_t n) {
+void matmul(const char* label, bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
+            const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc) {
+  const ObservedOp op(op_record<T>("matmul", label, M, N, K, beta != T(0) ? 1 : 0));
+  gemm<T>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <class T>
+void add_bias(const char* label, T* y, const T* b, std::int64_t rows, std::int64_t n) {
+  const ObservedOp op(op_record<T>("bias_add", label, rows, n));
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t i = 0; i < n; ++i) y[r * n + i] += b[i];
 }
 
 template <class T>
-void add_column_sums(T* db, const T* dy, std::int64_t rows, std::int64_t n) {
+void add_column_sums(const char* label, T* db, const T* dy, std::int64_t rows, std::int64_t n) {
+  const ObservedOp op(op_record<T>("bias_grad", label, rows, n));
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t i = 0; i < n; ++i) db[i] += dy[r * n + i];
+}
+
+// z = x + y over n elements; z may be x or y.
+template <class T>
+void add(const char* label, T* z, const T* x, const T* y, std::size_t n) {
+  const ObservedOp op(op_record<T>("add", label, static_cast<std::int64_t>(n)));
+  for (std::size_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
+}
+
+// z = a·x + y over n elements.
+template <class T>
+void axpy(const char* label, T* z, T a, const T* x, const T* y, std::size_t n) {
+  const ObservedOp op(op_record<T>("axpy", label, static_cast<std::int64_t>(n)));
+  for (std::size_t i = 0; i < n; ++i) z[i] = a * x[i] + y[i];
+}
+
+// Row i of the (T, T) scores P becomes the softmax of its entries 0..i; the
+// entries after i become 0 (the causal mask).
+template <class T>
+void causal_softmax(T* P, std::int64_t Tn) {
+  const ObservedOp op(op_record<T>("softmax", "attn.softmax", Tn, Tn, Tn * (Tn + 1) / 2));
+  for (std::int64_t i = 0; i < Tn; ++i) {
+    T* row = P + i * Tn;
+    T m = row[0];
+    for (std::int64_t jj = 1; jj <= i; ++jj) m = std::max(m, row[jj]);
+    T sum = 0;
+    for (std::int64_t jj = 0; jj <= i; ++jj) {
+      row[jj] = std::exp(row[jj] - m);
+      sum += row[jj];
+    }
+    for (std::int64_t jj = 0; jj <= i; ++jj) row[jj] /= sum;
+    for (std::int64_t jj = i + 1; jj < Tn; ++jj) row[jj] = T(0);
+  }
+}
+
+// Softmax backward, row by row, in place on dP: dscore = P ⊙ (dP − Σ_j P·dP).
+template <class T>
+void causal_softmax_backward(const T* P, T* dP, std::int64_t Tn) {
+  const ObservedOp op(op_record<T>("softmax_backward", "attn.softmax", Tn, Tn, Tn * (Tn + 1) / 2));
+  for (std::int64_t i = 0; i < Tn; ++i) {
+    const T* p = P + i * Tn;
+    T* g = dP + i * Tn;
+    T dot = 0;
+    for (std::int64_t jj = 0; jj <= i; ++jj) dot += p[jj] * g[jj];
+    for (std::int64_t jj = 0; jj <= i; ++jj) g[jj] = p[jj] * (g[jj] - dot);
+    for (std::int64_t jj = i + 1; jj < Tn; ++jj) g[jj] = T(0);
+  }
 }
 
 // GELU with the tanh approximation (GPT-2's).
@@ -233,10 +294,13 @@ void Model<T>::forward(std::span<const std::int32_t> tokens, std::int64_t batch,
   const std::size_t L2 = sublayers_.size();
 
   T* x0 = stream_[0].data();
-  for (std::int64_t n = 0; n < rows_; ++n) {
-    const T* e = params_.data() + wte_ + tokens_[static_cast<std::size_t>(n)] * D;
-    const T* p = (wpe_ >= 0 ? params_.data() + wpe_ : sinusoids_.data()) + (n % seq) * D;
-    for (std::int64_t d = 0; d < D; ++d) x0[n * D + d] = e[d] + p[d];
+  {
+    const ObservedOp op(op_record<T>("embedding", "embedding", rows_, D));
+    for (std::int64_t n = 0; n < rows_; ++n) {
+      const T* e = params_.data() + wte_ + tokens_[static_cast<std::size_t>(n)] * D;
+      const T* p = (wpe_ >= 0 ? params_.data() + wpe_ : sinusoids_.data()) + (n % seq) * D;
+      for (std::int64_t d = 0; d < D; ++d) x0[n * D + d] = e[d] + p[d];
+    }
   }
 
   for (std::size_t j = 0; j < L2; ++j) {
@@ -258,16 +322,16 @@ void Model<T>::forward(std::span<const std::int32_t> tokens, std::int64_t batch,
     } else if (config_.final_norm) {
       add_norm(final_norm_, c.s.data(), x, xn, z_.data(), mean_f_.data(), rstd_f_.data());
     } else {
-      for (std::int64_t i = 0; i < rows_ * D; ++i) xn[i] = x[i] + c.s[i];
+      add("residual", xn, x, c.s.data(), static_cast<std::size_t>(rows_ * D));
     }
   }
   if (config_.final_norm && config_.placement != Placement::pre)
     norm(final_norm_, stream_[L2].data(), z_.data(), mean_f_.data(), rstd_f_.data());
   const T* z = config_.final_norm ? z_.data() : stream_[L2].data();
   if (head_ < 0)
-    gemm<T>(false, true, rows_, V, D, T(1), z, D, params_.data() + wte_, D, T(0), logits_.data(), V);
+    matmul<T>("head", false, true, rows_, V, D, T(1), z, D, params_.data() + wte_, D, T(0), logits_.data(), V);
   else
-    gemm<T>(false, false, rows_, V, D, T(1), z, D, params_.data() + head_, V, T(0), logits_.data(), V);
+    matmul<T>("head", false, false, rows_, V, D, T(1), z, D, params_.data() + head_, V, T(0), logits_.data(), V);
 }
 
 template <class T>
@@ -280,7 +344,7 @@ void Model<T>::block_step(std::size_t j, const T* x, T* xn) {
     case Placement::pre:
       norm(sl.norm_a, x, c.u.data(), c.mean_a.data(), c.rstd_a.data());
       sublayer_forward(j, c.u.data(), c.s.data());
-      for (std::size_t i = 0; i < n_elems; ++i) xn[i] = x[i] + c.s[i];
+      add("residual", xn, x, c.s.data(), n_elems);
       break;
     case Placement::post:
       sublayer_forward(j, x, c.s.data());
@@ -290,20 +354,20 @@ void Model<T>::block_step(std::size_t j, const T* x, T* xn) {
       norm(sl.norm_a, x, c.u.data(), c.mean_a.data(), c.rstd_a.data());
       sublayer_forward(j, c.u.data(), c.s.data());
       norm(sl.norm_b, c.s.data(), c.h.data(), c.mean_b.data(), c.rstd_b.data());
-      for (std::size_t i = 0; i < n_elems; ++i) xn[i] = x[i] + c.h[i];
+      add("residual", xn, x, c.h.data(), n_elems);
       break;
     case Placement::output:
       sublayer_forward(j, x, c.s.data());
       norm(sl.norm_a, c.s.data(), c.h.data(), c.mean_a.data(), c.rstd_a.data());
-      for (std::size_t i = 0; i < n_elems; ++i) xn[i] = x[i] + c.h[i];
+      add("residual", xn, x, c.h.data(), n_elems);
       break;
     case Placement::none:
       sublayer_forward(j, x, c.s.data());
-      for (std::size_t i = 0; i < n_elems; ++i) xn[i] = x[i] + c.s[i];
+      add("residual", xn, x, c.s.data(), n_elems);
       break;
     case Placement::deepnorm:
       sublayer_forward(j, x, c.s.data());
-      for (std::size_t i = 0; i < n_elems; ++i) c.h[i] = alpha * x[i] + c.s[i];
+      axpy("residual", c.h.data(), alpha, x, c.s.data(), n_elems);
       norm(sl.norm_a, c.h.data(), xn, c.mean_a.data(), c.rstd_a.data());
       break;
   }
@@ -368,13 +432,16 @@ void Model<T>::attention_forward(const Sublayer& sl, Cache& c, const T* u, T* s)
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
   const T* W = params_.data();
   T* qkv = c.hidden.data();
-  gemm<T>(false, false, rows_, 3 * D, D, T(1), u, D, W + sl.w1, 3 * D, T(0), qkv, 3 * D);
-  add_bias(qkv, W + sl.b1, rows_, 3 * D);
+  matmul<T>("attn.qkv", false, false, rows_, 3 * D, D, T(1), u, D, W + sl.w1, 3 * D, T(0), qkv, 3 * D);
+  add_bias("attn.qkv.bias", qkv, W + sl.b1, rows_, 3 * D);
   const bool qk = config_.qk_norm;
   if (qk) {
-    for (std::int64_t n = 0; n < rows_; ++n) {
-      std::copy_n(qkv + n * 3 * D, D, c.q.data() + n * D);
-      std::copy_n(qkv + n * 3 * D + D, D, c.k.data() + n * D);
+    {
+      const ObservedOp op(op_record<T>("copy", "attn.qk_copy", 2 * rows_ * D));
+      for (std::int64_t n = 0; n < rows_; ++n) {
+        std::copy_n(qkv + n * 3 * D, D, c.q.data() + n * D);
+        std::copy_n(qkv + n * 3 * D + D, D, c.k.data() + n * D);
+      }
     }
     norm(sl.q_norm, c.q.data(), c.qn.data(), c.mean_q.data(), c.rstd_q.data());
     norm(sl.k_norm, c.k.data(), c.kn.data(), c.mean_k.data(), c.rstd_k.data());
@@ -386,24 +453,13 @@ void Model<T>::attention_forward(const Sublayer& sl, Cache& c, const T* u, T* s)
       const T* k = qk ? c.kn.data() + b * Tn * D + h * dh : q + D;
       const T* v = qkv + b * Tn * 3 * D + h * dh + 2 * D;
       T* P = c.probs.data() + (b * H + h) * Tn * Tn;
-      gemm<T>(false, true, Tn, Tn, dh, scale, q, ldqk, k, ldqk, T(0), P, Tn);
-      for (std::int64_t i = 0; i < Tn; ++i) {
-        T* row = P + i * Tn;
-        T m = row[0];
-        for (std::int64_t jj = 1; jj <= i; ++jj) m = std::max(m, row[jj]);
-        T sum = 0;
-        for (std::int64_t jj = 0; jj <= i; ++jj) {
-          row[jj] = std::exp(row[jj] - m);
-          sum += row[jj];
-        }
-        for (std::int64_t jj = 0; jj <= i; ++jj) row[jj] /= sum;
-        for (std::int64_t jj = i + 1; jj < Tn; ++jj) row[jj] = T(0);
-      }
-      gemm<T>(false, false, Tn, dh, Tn, T(1), P, Tn, v, 3 * D, T(0), c.attn.data() + b * Tn * D + h * dh, D);
+      matmul<T>("attn.scores", false, true, Tn, Tn, dh, scale, q, ldqk, k, ldqk, T(0), P, Tn);
+      causal_softmax(P, Tn);
+      matmul<T>("attn.context", false, false, Tn, dh, Tn, T(1), P, Tn, v, 3 * D, T(0), c.attn.data() + b * Tn * D + h * dh, D);
     }
   }
-  gemm<T>(false, false, rows_, D, D, T(1), c.attn.data(), D, W + sl.w2, D, T(0), s, D);
-  add_bias(s, W + sl.b2, rows_, D);
+  matmul<T>("attn.proj", false, false, rows_, D, D, T(1), c.attn.data(), D, W + sl.w2, D, T(0), s, D);
+  add_bias("attn.proj.bias", s, W + sl.b2, rows_, D);
 }
 
 template <class T>
@@ -413,9 +469,9 @@ void Model<T>::attention_backward(const Sublayer& sl, Cache& c, const T* u, cons
   const T* W = params_.data();
   T* G = grads_.data();
   T* dattn = dattn_.data();
-  gemm<T>(false, true, rows_, D, D, T(1), ds, D, W + sl.w2, D, T(0), dattn, D);
-  gemm<T>(true, false, D, D, rows_, T(1), c.attn.data(), D, ds, D, T(1), G + sl.w2, D);
-  add_column_sums(G + sl.b2, ds, rows_, D);
+  matmul<T>("attn.proj.dx", false, true, rows_, D, D, T(1), ds, D, W + sl.w2, D, T(0), dattn, D);
+  matmul<T>("attn.proj.dw", true, false, D, D, rows_, T(1), c.attn.data(), D, ds, D, T(1), G + sl.w2, D);
+  add_column_sums("attn.proj.bias", G + sl.b2, ds, rows_, D);
   const T* qkv = c.hidden.data();
   T* dqkv = dhidden_.data();
   T* dP = dprobs_.data();
@@ -432,32 +488,25 @@ void Model<T>::attention_backward(const Sublayer& sl, Cache& c, const T* u, cons
       T* dv = dqkv + off + 2 * D;
       const T* P = c.probs.data() + (b * H + h) * Tn * Tn;
       const T* dO = dattn + b * Tn * D + h * dh;
-      gemm<T>(false, true, Tn, Tn, dh, T(1), dO, D, v, 3 * D, T(0), dP, Tn);
-      gemm<T>(true, false, Tn, dh, Tn, T(1), P, Tn, dO, D, T(0), dv, 3 * D);
-      // Softmax backward, row by row: dscore = P ⊙ (dP − Σ_j P·dP).
-      for (std::int64_t i = 0; i < Tn; ++i) {
-        const T* p = P + i * Tn;
-        T* g = dP + i * Tn;
-        T dot = 0;
-        for (std::int64_t jj = 0; jj <= i; ++jj) dot += p[jj] * g[jj];
-        for (std::int64_t jj = 0; jj <= i; ++jj) g[jj] = p[jj] * (g[jj] - dot);
-        for (std::int64_t jj = i + 1; jj < Tn; ++jj) g[jj] = T(0);
-      }
-      gemm<T>(false, false, Tn, dh, Tn, scale, dP, Tn, k, ldqk, T(0), dq, ldqk);
-      gemm<T>(true, false, Tn, dh, Tn, scale, dP, Tn, q, ldqk, T(0), dk, ldqk);
+      matmul<T>("attn.context.dp", false, true, Tn, Tn, dh, T(1), dO, D, v, 3 * D, T(0), dP, Tn);
+      matmul<T>("attn.context.dv", true, false, Tn, dh, Tn, T(1), P, Tn, dO, D, T(0), dv, 3 * D);
+      causal_softmax_backward(P, dP, Tn);
+      matmul<T>("attn.scores.dq", false, false, Tn, dh, Tn, scale, dP, Tn, k, ldqk, T(0), dq, ldqk);
+      matmul<T>("attn.scores.dk", true, false, Tn, dh, Tn, scale, dP, Tn, q, ldqk, T(0), dk, ldqk);
     }
   }
   if (qk) {  // through the norms, in place, into q's and k's columns of dqkv
     norm_backward(sl.q_norm, dqn_.data(), c.q.data(), c.mean_q.data(), c.rstd_q.data(), dqn_.data());
     norm_backward(sl.k_norm, dkn_.data(), c.k.data(), c.mean_k.data(), c.rstd_k.data(), dkn_.data());
+    const ObservedOp op(op_record<T>("copy", "attn.qk_copy", 2 * rows_ * D));
     for (std::int64_t n = 0; n < rows_; ++n) {
       std::copy_n(dqn_.data() + n * D, D, dqkv + n * 3 * D);
       std::copy_n(dkn_.data() + n * D, D, dqkv + n * 3 * D + D);
     }
   }
-  gemm<T>(false, true, rows_, D, 3 * D, T(1), dqkv, 3 * D, W + sl.w1, 3 * D, T(0), du, D);
-  gemm<T>(true, false, D, 3 * D, rows_, T(1), u, D, dqkv, 3 * D, T(1), G + sl.w1, 3 * D);
-  add_column_sums(G + sl.b1, dqkv, rows_, 3 * D);
+  matmul<T>("attn.qkv.dx", false, true, rows_, D, 3 * D, T(1), dqkv, 3 * D, W + sl.w1, 3 * D, T(0), du, D);
+  matmul<T>("attn.qkv.dw", true, false, D, 3 * D, rows_, T(1), u, D, dqkv, 3 * D, T(1), G + sl.w1, 3 * D);
+  add_column_sums("attn.qkv.bias", G + sl.b1, dqkv, rows_, 3 * D);
 }
 
 // u, s: (rows, D); hidden: (rows, F1), F1 = F (GELU) or 2F (SwiGLU: gate
@@ -466,19 +515,21 @@ template <class T>
 void Model<T>::mlp_forward(const Sublayer& sl, Cache& c, const T* u, T* s) {
   const std::int64_t D = config_.width, F = config_.ffn, F1 = fc_width();
   const T* W = params_.data();
-  gemm<T>(false, false, rows_, F1, D, T(1), u, D, W + sl.w1, F1, T(0), c.hidden.data(), F1);
-  add_bias(c.hidden.data(), W + sl.b1, rows_, F1);
+  matmul<T>("mlp.fc", false, false, rows_, F1, D, T(1), u, D, W + sl.w1, F1, T(0), c.hidden.data(), F1);
+  add_bias("mlp.fc.bias", c.hidden.data(), W + sl.b1, rows_, F1);
   if (config_.ffn_kind == FfnKind::gelu) {
+    const ObservedOp op(op_record<T>("gelu", "mlp.act", static_cast<std::int64_t>(c.act.size())));
     for (std::size_t i = 0; i < c.act.size(); ++i) c.act[i] = gelu(c.hidden[i]);
   } else {
+    const ObservedOp op(op_record<T>("swiglu", "mlp.act", rows_, F));
     for (std::int64_t r = 0; r < rows_; ++r)
       for (std::int64_t i = 0; i < F; ++i) {
         const T* h = c.hidden.data() + r * F1;
         c.act[static_cast<std::size_t>(r * F + i)] = silu(h[i]) * h[F + i];
       }
   }
-  gemm<T>(false, false, rows_, D, F, T(1), c.act.data(), F, W + sl.w2, D, T(0), s, D);
-  add_bias(s, W + sl.b2, rows_, D);
+  matmul<T>("mlp.fc2", false, false, rows_, D, F, T(1), c.act.data(), F, W + sl.w2, D, T(0), s, D);
+  add_bias("mlp.fc2.bias", s, W + sl.b2, rows_, D);
 }
 
 template <class T>
@@ -490,12 +541,14 @@ void Model<T>::mlp_backward(const Sublayer& sl, Cache& c, const T* u, const T* d
   const bool swiglu = config_.ffn_kind == FfnKind::swiglu;
   // d(act): straight into dh for GELU (same shape), else into dact_.
   T* dact = swiglu ? dact_.data() : dh;
-  gemm<T>(false, true, rows_, F, D, T(1), ds, D, W + sl.w2, D, T(0), dact, F);
-  gemm<T>(true, false, F, D, rows_, T(1), c.act.data(), F, ds, D, T(1), G + sl.w2, D);
-  add_column_sums(G + sl.b2, ds, rows_, D);
+  matmul<T>("mlp.fc2.dx", false, true, rows_, F, D, T(1), ds, D, W + sl.w2, D, T(0), dact, F);
+  matmul<T>("mlp.fc2.dw", true, false, F, D, rows_, T(1), c.act.data(), F, ds, D, T(1), G + sl.w2, D);
+  add_column_sums("mlp.fc2.bias", G + sl.b2, ds, rows_, D);
   if (!swiglu) {
+    const ObservedOp op(op_record<T>("gelu_backward", "mlp.act", static_cast<std::int64_t>(c.act.size())));
     for (std::size_t i = 0; i < c.act.size(); ++i) dh[i] *= gelu_derivative(c.hidden[i]);
   } else {
+    const ObservedOp op(op_record<T>("swiglu_backward", "mlp.act", rows_, F));
     for (std::int64_t r = 0; r < rows_; ++r)
       for (std::int64_t i = 0; i < F; ++i) {
         const T* h = c.hidden.data() + r * F1;
@@ -504,9 +557,9 @@ void Model<T>::mlp_backward(const Sublayer& sl, Cache& c, const T* u, const T* d
         dh[r * F1 + F + i] = g * silu(h[i]);
       }
   }
-  gemm<T>(false, true, rows_, D, F1, T(1), dh, F1, W + sl.w1, F1, T(0), du, D);
-  gemm<T>(true, false, D, F1, rows_, T(1), u, D, dh, F1, T(1), G + sl.w1, F1);
-  add_column_sums(G + sl.b1, dh, rows_, F1);
+  matmul<T>("mlp.fc.dx", false, true, rows_, D, F1, T(1), dh, F1, W + sl.w1, F1, T(0), du, D);
+  matmul<T>("mlp.fc.dw", true, false, D, F1, rows_, T(1), u, D, dh, F1, T(1), G + sl.w1, F1);
+  add_column_sums("mlp.fc.bias", G + sl.b1, dh, rows_, F1);
 }
 
 template <class T>
@@ -520,6 +573,7 @@ double Model<T>::loss(std::span<const std::int32_t> targets) {
       throw std::invalid_argument("model loss: target id " + std::to_string(t) + " outside [0, vocab = " +
                                   std::to_string(V) + ")");
   targets_.assign(targets.begin(), targets.end());
+  const ObservedOp op(op_record<T>("cross_entropy", "loss", rows_, V));
   double total = 0;
   for (std::int64_t n = 0; n < rows_; ++n) {
     const T* l = logits_.data() + n * V;
@@ -544,24 +598,30 @@ void Model<T>::backward() {
   const std::size_t L2 = sublayers_.size();
   const std::size_t n_elems = static_cast<std::size_t>(rows_ * D);
   const bool pre = config_.placement == Placement::pre;
-  std::fill(grads_.begin(), grads_.end(), T(0));
+  {
+    const ObservedOp op(op_record<T>("fill", "grads.zero", static_cast<std::int64_t>(grads_.size())));
+    std::fill(grads_.begin(), grads_.end(), T(0));
+  }
   T* G = grads_.data();
   const T* W = params_.data();
 
   // d(mean cross-entropy)/dlogits = (softmax − onehot) / rows.
   const T inv_rows = static_cast<T>(1.0 / static_cast<double>(rows_));
-  for (std::int64_t n = 0; n < rows_; ++n) {
-    T* d = dlogits_.data() + n * V;
-    d[targets_[static_cast<std::size_t>(n)]] -= T(1);
-    for (std::int64_t v = 0; v < V; ++v) d[v] *= inv_rows;
+  {
+    const ObservedOp op(op_record<T>("cross_entropy_backward", "loss", rows_, V));
+    for (std::int64_t n = 0; n < rows_; ++n) {
+      T* d = dlogits_.data() + n * V;
+      d[targets_[static_cast<std::size_t>(n)]] -= T(1);
+      for (std::int64_t v = 0; v < V; ++v) d[v] *= inv_rows;
+    }
   }
   const T* z = config_.final_norm ? z_.data() : stream_[L2].data();
   if (head_ < 0) {
-    gemm<T>(false, false, rows_, D, V, T(1), dlogits_.data(), V, W + wte_, D, T(0), dz_.data(), D);
-    gemm<T>(true, false, V, D, rows_, T(1), dlogits_.data(), V, z, D, T(1), G + wte_, D);
+    matmul<T>("head.dx", false, false, rows_, D, V, T(1), dlogits_.data(), V, W + wte_, D, T(0), dz_.data(), D);
+    matmul<T>("head.dw", true, false, V, D, rows_, T(1), dlogits_.data(), V, z, D, T(1), G + wte_, D);
   } else {
-    gemm<T>(false, true, rows_, D, V, T(1), dlogits_.data(), V, W + head_, V, T(0), dz_.data(), D);
-    gemm<T>(true, false, D, V, rows_, T(1), z, D, dlogits_.data(), V, T(1), G + head_, V);
+    matmul<T>("head.dx", false, true, rows_, D, V, T(1), dlogits_.data(), V, W + head_, V, T(0), dz_.data(), D);
+    matmul<T>("head.dw", true, false, D, V, rows_, T(1), z, D, dlogits_.data(), V, T(1), G + head_, V);
   }
 
   // dx_ holds the gradient of stream_[j + 1]. For pre-norm it lacks, until
@@ -580,6 +640,7 @@ void Model<T>::backward() {
   } else if (config_.final_norm) {
     norm_backward(final_norm_, dz_.data(), stream_[L2].data(), mean_f_.data(), rstd_f_.data(), dx);
   } else {
+    const ObservedOp op(op_record<T>("copy", "head.grad", static_cast<std::int64_t>(n_elems)));
     std::copy(dz_.begin(), dz_.begin() + static_cast<std::ptrdiff_t>(n_elems), dx_.begin());
   }
 
@@ -600,7 +661,7 @@ void Model<T>::backward() {
         sublayer_backward(j, c.u.data(), dx, du);
         if (j == 0) {
           norm_backward(sl.norm_a, du, x, c.mean_a.data(), c.rstd_a.data(), dt);
-          for (std::size_t i = 0; i < n_elems; ++i) dx[i] += dt[i];
+          add("residual.grad", dx, dx, dt, n_elems);
         } else {
           pending = &sl.norm_a;
           pending_dy = du;
@@ -611,31 +672,33 @@ void Model<T>::backward() {
       case Placement::post:
         add_norm_backward(sl.norm_a, dx, nullptr, c.h.data(), c.mean_a.data(), c.rstd_a.data(), dt);
         sublayer_backward(j, x, dt, du);
-        for (std::size_t i = 0; i < n_elems; ++i) dx[i] = dt[i] + du[i];
+        add("residual.grad", dx, dt, du, n_elems);
         break;
       case Placement::sandwich:
         norm_backward(sl.norm_b, dx, c.s.data(), c.mean_b.data(), c.rstd_b.data(), dt);
         sublayer_backward(j, c.u.data(), dt, du);
         norm_backward(sl.norm_a, du, x, c.mean_a.data(), c.rstd_a.data(), dt);
-        for (std::size_t i = 0; i < n_elems; ++i) dx[i] += dt[i];
+        add("residual.grad", dx, dx, dt, n_elems);
         break;
       case Placement::output:
         norm_backward(sl.norm_a, dx, c.s.data(), c.mean_a.data(), c.rstd_a.data(), dt);
         sublayer_backward(j, x, dt, du);
-        for (std::size_t i = 0; i < n_elems; ++i) dx[i] += du[i];
+        add("residual.grad", dx, dx, du, n_elems);
         break;
       case Placement::none:
         sublayer_backward(j, x, dx, du);
-        for (std::size_t i = 0; i < n_elems; ++i) dx[i] += du[i];
+        add("residual.grad", dx, dx, du, n_elems);
         break;
       case Placement::deepnorm:
         norm_backward(sl.norm_a, dx, c.h.data(), c.mean_a.data(), c.rstd_a.data(), dt);
         sublayer_backward(j, x, dt, du);
-        for (std::size_t i = 0; i < n_elems; ++i) dx[i] = alpha * dt[i] + du[i];
+        axpy("residual.grad", dx, alpha, dt, du, n_elems);
         break;
     }
   }
 
+  // Into both tables, or into wte alone with fixed sinusoidal positions.
+  const ObservedOp op(op_record<T>("embedding_backward", "embedding", rows_, D, wpe_ >= 0 ? 2 : 1));
   for (std::int64_t n = 0; n < rows_; ++n) {
     T* ge = G + wte_ + tokens_[static_cast<std::size_t>(n)] * D;
     for (std::int64_t d = 0; d < D; ++d) ge[d] += dx[n * D + d];

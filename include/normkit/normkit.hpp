@@ -4,6 +4,7 @@
 #include "normkit/device.hpp"
 #include "normkit/error.hpp"
 #include "normkit/half.hpp"
+#include "normkit/observer.hpp"
 #include "normkit/ops.hpp"
 #include "normkit/tensor.hpp"
 #include "normkit/threading.hpp"

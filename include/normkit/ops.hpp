@@ -79,6 +79,11 @@
 
 namespace normkit {
 
+// The dtype of the saved statistics (mean, rstd) for activations of dtype x:
+// f64 for f64, else f32 (the accumulation dtype, above). Callers allocate
+// mean and rstd in it; a call given another dtype is an Error.
+constexpr DType stat_dtype(DType x) noexcept { return x == DType::f64 ? DType::f64 : DType::f32; }
+
 // LayerNorm forward.
 //   x: (rows, D); weight, bias: (D), optional; y: (rows, D), may equal x.
 //   mean, rstd: (rows), optional outputs saved for layer_norm_backward.

@@ -5,8 +5,10 @@
 
 #include "cpu/kernels.hpp"
 #include "dispatch/backend.hpp"
+#include "dispatch/observer.hpp"
 #include "dispatch/validate.hpp"
 #include "normkit/device.hpp"
+#include "normkit/observer.hpp"
 #include "normkit/version.hpp"
 
 namespace normkit {
@@ -70,7 +72,7 @@ struct ForwardCall {
   bool fused;
 };
 
-void forward(const ForwardCall& c) {
+void run_forward(const ForwardCall& c) {
   const Validator v(c.fn);
   const Arg x = Arg::of("x", c.x), residual = Arg::of("residual", c.residual);
   const Arg weight = Arg::of("weight", c.weight), bias = Arg::of("bias", c.bias);
@@ -149,7 +151,7 @@ struct BackwardCall {
   bool fused;
 };
 
-void backward(const BackwardCall& c) {
+void run_backward(const BackwardCall& c) {
   const Validator v(c.fn);
   const char* xin_name = c.fused ? "h" : "x";
   const char* dx_name = c.fused ? "dh" : "dx";
@@ -227,6 +229,66 @@ void backward(const BackwardCall& c) {
   };
   backend.backward(a, place_of(c.fn, dy));
 }
+
+// The record of a call, for the observer: what it was given.
+std::uint32_t bit_if(bool present, OpArg a) { return present ? bit_of(a) : 0u; }
+
+OpRecord record_of(const ForwardCall& c) {
+  OpRecord r;
+  r.op = c.fn;
+  r.shape[0] = c.x.rows;
+  r.shape[1] = c.x.cols;
+  r.dtype = c.x.dtype;
+  r.param_dtype = c.weight.present() ? c.weight.dtype : c.bias.present() ? c.bias.dtype : c.x.dtype;
+  r.stream_dtype = c.fused ? c.residual.dtype : c.x.dtype;
+  r.args = bit_of(OpArg::x) | bit_of(OpArg::y) | bit_if(c.fused, OpArg::residual) | bit_if(c.fused, OpArg::h) |
+           bit_if(c.weight.present(), OpArg::weight) | bit_if(c.bias.present(), OpArg::bias) |
+           bit_if(c.mean.present(), OpArg::mean) | bit_if(c.rstd.present(), OpArg::rstd);
+  r.device = c.x.device;
+  r.device_index = c.x.device_index;
+  return r;
+}
+
+OpRecord record_of(const BackwardCall& c) {
+  OpRecord r;
+  r.op = c.fn;
+  r.shape[0] = c.dy.rows;
+  r.shape[1] = c.dy.cols;
+  r.dtype = c.dy.dtype;
+  r.param_dtype = c.weight.present()    ? c.weight.dtype
+                  : c.dweight.present() ? c.dweight.dtype
+                  : c.dbias.present()   ? c.dbias.dtype
+                                        : c.dy.dtype;
+  r.stream_dtype = c.fused ? c.xin.dtype : c.dy.dtype;
+  // xin is x (plain) or h (fused); dx is dx or dh: one bit each, by role.
+  r.args = bit_of(OpArg::dy) | bit_of(c.fused ? OpArg::h : OpArg::x) | bit_of(OpArg::dx) |
+           bit_if(c.dh_out.data != nullptr, OpArg::dh_out) | bit_if(c.mean.present(), OpArg::mean) |
+           bit_if(c.rstd.present(), OpArg::rstd) | bit_if(c.weight.present(), OpArg::weight) |
+           bit_if(c.dweight.present(), OpArg::dweight) | bit_if(c.dbias.present(), OpArg::dbias);
+  r.device = c.dy.device;
+  r.device_index = c.dy.device_index;
+  return r;
+}
+
+// The one place that reports calls to the observer. Without one installed,
+// a call costs this load and a branch that always goes the same way.
+template <class Call>
+void observed(const Call& c, void (*run)(const Call&)) {
+  OpObserver* const observer = detail::installed_observer();
+  if (!observer) [[likely]] {
+    run(c);
+    return;
+  }
+  const std::int64_t start = observer_clock_ns();
+  run(c);
+  OpRecord r = record_of(c);
+  r.start_ns = start;
+  r.end_ns = observer_clock_ns();
+  observer->on_op(r);
+}
+
+void forward(const ForwardCall& c) { observed(c, run_forward); }
+void backward(const BackwardCall& c) { observed(c, run_backward); }
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "dispatch/backend.hpp"
+#include "normkit/ops.hpp"
 #include "normkit/tensor.hpp"
 
 namespace normkit::detail {
@@ -147,7 +148,7 @@ class Validator {
   std::string_view fn_;
 };
 
-// The statistics dtype for activations of dtype x: f64 for f64, else f32.
-constexpr DType stat_dtype(DType x) { return x == DType::f64 ? DType::f64 : DType::f32; }
+// The statistics dtype rule is public (normkit/ops.hpp).
+using normkit::stat_dtype;
 
 }  // namespace normkit::detail

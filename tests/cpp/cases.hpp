@@ -49,7 +49,7 @@ inline std::vector<Case> all_cases() {
   return out;
 }
 
-inline DType stat_dtype(DType x) { return x == DType::f64 ? DType::f64 : DType::f32; }
+using normkit::stat_dtype;  // the statistics dtype rule, normkit/ops.hpp
 
 // Parameters of one case, with their dense double values (absent filled in
 // as gain 1 / bias 0, and the RMSNorm offset added to the gain).

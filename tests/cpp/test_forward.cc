@@ -82,3 +82,10 @@ TEST(Forward, StatisticsAreOptional) {
 
 }  // namespace
 }  // namespace normkit::test
+
+// The statistics dtype rule is public: callers allocate mean and rstd in it.
+TEST(StatDtype, IsF64ForF64AndF32Otherwise) {
+  static_assert(normkit::stat_dtype(normkit::DType::f64) == normkit::DType::f64);
+  for (const normkit::DType t : {normkit::DType::f32, normkit::DType::f16, normkit::DType::bf16})
+    EXPECT_EQ(normkit::stat_dtype(t), normkit::DType::f32);
+}

@@ -330,9 +330,11 @@ TEST(LabValues, RuntimeArithmeticAndClaims) {
   EXPECT_GT(share, 0.0);
   EXPECT_LT(share, 1.0);
   EXPECT_NEAR(rt.value("rms_amdahl_ceiling"), 1.0 / (1.0 - share), 1e-12);
-  // A norm does ~1 FLOP per byte (RMSNorm 4 FLOPs per 8 bytes in f32), the
-  // step's matmuls far more, and the norm runs at a far lower FLOP rate.
-  EXPECT_EQ(rt.value("rms_norm_flops_per_byte"), 0.5);
+  // A norm does ~1 FLOP per byte (RMSNorm forward 4 FLOPs per 8 bytes in
+  // f32, backward 9 per 12; the weights and statistics move a little more),
+  // the step's matmuls far more, and the norm runs at a far lower FLOP rate.
+  EXPECT_GT(rt.value("rms_norm_flops_per_byte"), 0.5);
+  EXPECT_LT(rt.value("rms_norm_flops_per_byte"), 0.8);
   EXPECT_GT(rt.value("rms_matmul_flops_per_byte"), 10.0);
   EXPECT_LT(rt.value("rms_norm_gflops"), rt.value("rms_rest_gflops"));
 

@@ -21,10 +21,10 @@
 
 #include "bench_check.hpp"
 #include "bench_impls.hpp"
-#include "bench_memory.hpp"
-#include "bench_ops.hpp"
+#include "measure/memory.hpp"
+#include "measure/traffic.hpp"
 #include "bench_report.hpp"
-#include "bench_timing.hpp"
+#include "measure/timing.hpp"
 #include "commands.hpp"
 
 namespace normkit::cli {
@@ -84,6 +84,9 @@ options:
   --max-time S       seconds to wait for 21 undisturbed samples [3]
   --rounds N         go through every record N times, each taking 1/N of
                      the samples and times above                [3]
+  --observer         instead of the above: what the op observer costs a
+                     one-row call, with none installed and with a no-op one
+                     (--D N [768], --rounds N [15]; docs/profile.md)
   --help             this text
 
 Timing: each record is timed in ROUNDS rounds: the run goes through the whole
@@ -336,7 +339,7 @@ class Runner {
 
   // Every record is timed in o.rounds rounds: the whole list of records is
   // gone through once per round, and each visit adds its share of the
-  // samples (see pool in bench_timing.hpp).
+  // samples (see pool in measure/timing.hpp).
   void run_all() {
     std::vector<Cell> cells;
     for (const std::string& c : o_.sizes)
@@ -553,7 +556,10 @@ void print_ceilings(std::FILE* out, const Ceilings& c, const Caches& caches) {
   }
 }
 
+int bench_observer(int argc, char** argv);  // bench_observer.cc
+
 int bench_main(int argc, char** argv) {
+  if (argc > 0 && std::string_view(argv[0]) == "--observer") return bench_observer(argc - 1, argv + 1);
   Options o;
   if (!parse(argc, argv, o)) {
     std::fputs(kHelp, stdout);

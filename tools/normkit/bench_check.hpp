@@ -19,9 +19,13 @@
 
 #include <string>
 
-#include "bench_ops.hpp"
+#include "measure/traffic.hpp"
 
 namespace normkit::bench {
+
+// The traffic model, timing and ceilings live in measure/, shared with
+// `normkit profile` and the lab.
+using namespace normkit::measure;
 
 // Rows of each call that are checked (from row 0 of buffer set 0).
 inline constexpr std::int64_t kCheckedRows = 2;

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "bench_stream.hpp"
+#include "measure/stream.hpp"
 #include "normkit/ops.hpp"
 #include "normkit/threading.hpp"
 

@@ -10,9 +10,13 @@
 #include <span>
 #include <string_view>
 
-#include "bench_ops.hpp"
+#include "measure/traffic.hpp"
 
 namespace normkit::bench {
+
+// The traffic model, timing and ceilings live in measure/, shared with
+// `normkit profile` and the lab.
+using namespace normkit::measure;
 
 // eps of every timed call (the value does not change the work done).
 inline constexpr double kEps = 1e-5;

@@ -7,10 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "bench_ops.hpp"
-#include "bench_timing.hpp"
+#include "measure/traffic.hpp"
+#include "measure/timing.hpp"
 
 namespace normkit::bench {
+
+// The traffic model, timing and ceilings live in measure/, shared with
+// `normkit profile` and the lab.
+using namespace normkit::measure;
 
 // One timed (implementation, op, dtype, shape, threads).
 struct Record {

@@ -18,6 +18,7 @@ constexpr const char* kUsage =
     "  lab      verify the normalization contracts and the worked results of the texts\n"
     "  bench    time every op against the machine's memory-bandwidth ceiling\n"
     "  train    train a small language model with a chosen norm placement\n"
+    "  profile  where a model step's time goes: FLOP share against time share\n"
     "  study    measure what placement, warmup, depth and the final norm do to training\n"
     "\n"
     "options:\n"
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     if (cmd == "lab") return normkit::cli::lab_main(argc - 2, argv + 2);
     if (cmd == "bench") return normkit::cli::bench_main(argc - 2, argv + 2);
     if (cmd == "train") return normkit::cli::train_main(argc - 2, argv + 2);
+    if (cmd == "profile") return normkit::cli::profile_main(argc - 2, argv + 2);
     if (cmd == "study") return normkit::cli::study_main(argc - 2, argv + 2);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "normkit %s: %s\n", argv[1], e.what());

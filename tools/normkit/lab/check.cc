@@ -201,9 +201,9 @@ const std::vector<Check>& all_checks() {
                 v(r, "final_norm_angle_c10_f32") + "° at c = 10";
        }},
       {"runtime_arithmetic",
-       "Amdahl's law turns a norm's time share into a speed-up ceiling; on this machine a norm's "
-       "share of a transformer-like step's time exceeds its share of the FLOPs several times over (at "
-       "least 2×), timing a norm whose output matches the oracle.",
+       "Amdahl's law turns a norm's time share into a speed-up ceiling; on this machine the norms' "
+       "share of a model training step's time, as `normkit profile` measures it, is many times (at "
+       "least 2×) their share of the FLOPs, timing norms whose output matches the oracle.",
        check_runtime_arithmetic,
        [](const Result& r) {
          return "time share / FLOP share of the norm: LayerNorm " + v(r, "ln_time_over_flop_share") + "x, RMSNorm " +

@@ -9,8 +9,6 @@ namespace normkit::lab {
 std::string kind_name(Kind k) { return k == Kind::layer ? "LayerNorm" : "RMSNorm"; }
 std::string kind_tag(Kind k) { return k == Kind::layer ? "ln" : "rms"; }
 
-DType stat_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
-
 namespace {
 
 ConstVector view_or_absent(const Array* a) { return a ? a->vec() : ConstVector{}; }

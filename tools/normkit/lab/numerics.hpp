@@ -12,6 +12,7 @@
 #include "lab/array.hpp"
 #include "lab/check.hpp"
 #include "lab/norms.hpp"
+#include "normkit/ops.hpp"
 #include "reference.hpp"
 
 namespace normkit::lab {
@@ -26,8 +27,8 @@ using reference::accum_roundoff;
 using reference::growth;
 using reference::smallest_subnormal;
 using reference::unit_roundoff;
-// The dtype of the mean/rstd statistics for activations of dtype t.
-DType stat_dtype(DType t);
+// The dtype of the mean/rstd statistics: the library's rule (normkit/ops.hpp).
+using normkit::stat_dtype;
 
 // One forward of the norms under test, with the oracle on the same (already
 // rounded) inputs and the error bound of normkit/ops.hpp for each element:

@@ -1,4 +1,4 @@
-// normkit bench — where the timed buffers live, and the memory-bandwidth
+// normkit measure — where timed buffers live, and the memory-bandwidth
 // ceilings measured in those same buffers.
 #pragma once
 
@@ -9,10 +9,10 @@
 #include <tuple>
 #include <vector>
 
-#include "bench_ops.hpp"
-#include "bench_timing.hpp"
+#include "measure/traffic.hpp"
+#include "measure/timing.hpp"
 
-namespace normkit::bench {
+namespace normkit::measure {
 
 // One large, page-aligned block that every record carves its buffer sets
 // from. Allocated (and every page touched) once and grown on demand, so no
@@ -73,7 +73,7 @@ struct Ceiling {
 //
 // Other processes share the machine, and its memory bandwidth drifts over
 // minutes. An op's time is the median of samples taken in several rounds far
-// apart (see pool in bench_timing.hpp), so its ceiling is measured the same way: again
+// apart (see pool in measure/timing.hpp), so its ceiling is measured the same way: again
 // whenever it is asked for and its last measurement is older than
 // `refresh_seconds`, every measurement's samples pooled with the earlier
 // ones, and the figures are the medians of the pooled samples. Percentages of
@@ -130,4 +130,4 @@ class Ceilings {
 // copy bandwidth: a store streams its line in before writing it).
 double ceiling_gbps(const Traffic& t, const Ceiling& c);
 
-}  // namespace normkit::bench
+}  // namespace normkit::measure

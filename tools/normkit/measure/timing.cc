@@ -1,4 +1,4 @@
-#include "bench_timing.hpp"
+#include "measure/timing.hpp"
 
 #include <sys/resource.h>
 
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-namespace normkit::bench {
+namespace normkit::measure {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -29,12 +29,6 @@ struct Sample {
   bool undisturbed;  // no thread of ours was switched out during it
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 constexpr int kFewestUndisturbed = 5;
 
 // The figures of t from its samples.
@@ -48,6 +42,27 @@ void summarize(Timing& t) {
 }
 
 }  // namespace
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Interleaved time_interleaved(const std::vector<std::function<void()>>& things, int warmup, int repeats) {
+  const std::size_t n = things.size();
+  Interleaved out;
+  out.seconds.resize(n);
+  for (int r = 0; r < warmup + repeats; ++r)
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t i = (static_cast<std::size_t>(r) + k) % n;
+      const auto t0 = Clock::now();
+      things[i]();
+      const double s = seconds_since(t0);
+      if (r >= warmup) out.seconds[i].push_back(s);
+    }
+  return out;
+}
 
 TimingConfig TimingConfig::split(int rounds) const {
   TimingConfig c = *this;
@@ -107,4 +122,4 @@ Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingCon
   return t;
 }
 
-}  // namespace normkit::bench
+}  // namespace normkit::measure

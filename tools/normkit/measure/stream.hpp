@@ -1,4 +1,4 @@
-// normkit bench — the plain streaming loops: the bandwidth ceilings and the
+// normkit measure — the plain streaming loops: the bandwidth ceilings and the
 // elementwise add of the unfused add-then-norm.
 //
 // They are SIMD loops compiled for every x86 target and picked at run time
@@ -12,7 +12,7 @@
 
 #include "normkit/tensor.hpp"
 
-namespace normkit::bench {
+namespace normkit::measure {
 
 // Reads every byte of [p, p + bytes) once and returns their 64-bit word sum
 // (so the reads cannot be optimised away). Four independent accumulators:
@@ -33,4 +33,4 @@ void stream_copy(std::byte* dst, const std::byte* src, std::size_t bytes);
 // before a separate norm.
 void add(DType t, const void* a, const void* b, void* out, std::size_t n);
 
-}  // namespace normkit::bench
+}  // namespace normkit::measure

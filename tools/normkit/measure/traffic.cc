@@ -1,8 +1,10 @@
-#include "bench_ops.hpp"
+#include "measure/traffic.hpp"
 
 #include <stdexcept>
 
-namespace normkit::bench {
+#include "normkit/ops.hpp"
+
+namespace normkit::measure {
 
 std::string_view norm_name(Norm n) { return n == Norm::layer ? "layer" : "rms"; }
 
@@ -19,24 +21,26 @@ std::string_view pass_name(Pass p) {
 const Op& find_op(Norm norm, Pass pass) {
   for (const Op& op : kOps)
     if (op.norm == norm && op.pass == pass) return op;
-  throw std::logic_error("bench: no op in the table for this norm and pass");
+  throw std::logic_error("measure: no op in the table for this norm and pass");
 }
 
 std::int64_t array_bytes(Array a, const Shape& s) {
   if (is_activation(a)) return s.rows * s.D * static_cast<std::int64_t>(dtype_size(s.act));
   if (is_parameter(a)) return s.D * static_cast<std::int64_t>(dtype_size(s.param));
-  return s.rows * static_cast<std::int64_t>(sizeof(float));  // mean, rstd
+  return s.rows * static_cast<std::int64_t>(dtype_size(stat_dtype(s.act)));  // mean, rstd
 }
 
-Traffic traffic(const Op& op, const Shape& s) {
+Traffic traffic(Arrays reads, Arrays writes, const Shape& s) {
   Traffic t;
   for (int i = 0; i < kArrayCount; ++i) {
     const auto a = static_cast<Array>(i);
-    if (op.reads.has(a)) t.read += array_bytes(a, s);
-    if (op.writes.has(a)) t.written += array_bytes(a, s);
+    if (reads.has(a)) t.read += array_bytes(a, s);
+    if (writes.has(a)) t.written += array_bytes(a, s);
   }
   return t;
 }
+
+Traffic traffic(const Op& op, const Shape& s) { return traffic(op.reads, op.writes, s); }
 
 std::int64_t working_set_bytes(const Op& op, const Shape& s) {
   std::int64_t n = 0;
@@ -47,4 +51,4 @@ std::int64_t working_set_bytes(const Op& op, const Shape& s) {
   return n;
 }
 
-}  // namespace normkit::bench
+}  // namespace normkit::measure

@@ -1,4 +1,4 @@
-#include "bench_memory.hpp"
+#include "measure/memory.hpp"
 
 #include <omp.h>
 
@@ -12,9 +12,9 @@
 #include <new>
 #include <random>
 
-#include "bench_stream.hpp"
+#include "measure/stream.hpp"
 
-namespace normkit::bench {
+namespace normkit::measure {
 namespace {
 
 constexpr std::int64_t kPage = 4096;
@@ -272,4 +272,4 @@ double ceiling_gbps(const Traffic& t, const Ceiling& c) {
   return (r + w) / seconds / 1e9;
 }
 
-}  // namespace normkit::bench
+}  // namespace normkit::measure

@@ -1,11 +1,11 @@
-// normkit bench — the one timing helper: warm-up, repeats, median.
+// normkit measure — the one timing helper: warm-up, repeats, median.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
-namespace normkit::bench {
+namespace normkit::measure {
 
 struct TimingConfig {
   double min_seconds = 0.25;         // keep sampling at least this long...
@@ -59,4 +59,23 @@ Timing time_calls(const std::function<void(std::int64_t)>& call, const TimingCon
 // falls in it; the ceilings pool their measurements the same way.
 void pool(Timing& t, const Timing& more);
 
-}  // namespace normkit::bench
+}  // namespace normkit::measure
+
+namespace normkit::measure {
+
+// The median of v (v not empty).
+double median(std::vector<double> v);
+
+// Several things to compare, timed in turns: repeat r runs each of them once,
+// starting with thing r % n and going round, so a slow spell of the shared
+// host (which lasts seconds to minutes) falls on all of them instead of on
+// whichever was timed then, and none always runs first after another's
+// caches. The first `warmup` repeats are not kept. seconds[i] holds thing i's
+// kept times; median(i) is their median.
+struct Interleaved {
+  std::vector<std::vector<double>> seconds;
+  double median_s(std::size_t i) const { return median(seconds[i]); }
+};
+Interleaved time_interleaved(const std::vector<std::function<void()>>& things, int warmup, int repeats);
+
+}  // namespace normkit::measure

@@ -1,4 +1,4 @@
-#include "bench_stream.hpp"
+#include "measure/stream.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,13 +8,13 @@
 #include "normkit/half.hpp"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "bench_stream.cc"
+#define HWY_TARGET_INCLUDE "measure/stream.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace normkit::bench {
+namespace normkit::measure {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -146,15 +146,15 @@ void Add(DType t, const void* a, const void* b, void* out, std::size_t n) {
     }
     case DType::f64: break;
   }
-  throw std::logic_error("bench add: f32, bf16 or f16 only");
+  throw std::logic_error("measure add: f32, bf16 or f16 only");
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace normkit::bench
+}  // namespace normkit::measure
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace normkit::bench {
+namespace normkit::measure {
 
 HWY_EXPORT(ReadSum);
 HWY_EXPORT(VectorCopy);
@@ -177,5 +177,5 @@ void add(DType t, const void* a, const void* b, void* out, std::size_t n) {
   HWY_DYNAMIC_DISPATCH(Add)(t, a, b, out, n);
 }
 
-}  // namespace normkit::bench
+}  // namespace normkit::measure
 #endif

@@ -1,4 +1,4 @@
-// normkit bench — the table of ops it times and the bytes each must move.
+// normkit measure — the norm ops the bench times and the bytes each must move.
 //
 // Every op is described by the arrays it reads and the arrays it writes.
 // That one description decides both which buffers the bench allocates and
@@ -7,7 +7,7 @@
 // Shapes, as everywhere in normkit:
 //   x, residual, h, y, dy, dx : (rows, D)  activation dtype
 //   weight, bias, dweight, dbias : (D)     parameter dtype
-//   mean, rstd                : (rows)     f32
+//   mean, rstd                : (rows)     f32 (f64 for f64 activations)
 #pragma once
 
 #include <array>
@@ -19,7 +19,7 @@
 
 #include "normkit/tensor.hpp"
 
-namespace normkit::bench {
+namespace normkit::measure {
 
 enum class Norm : std::uint8_t { layer, rms };
 enum class Pass : std::uint8_t {
@@ -34,22 +34,24 @@ std::string_view pass_name(Pass p);
 
 // Every array an op may touch.
 enum class Array : std::uint8_t {
-  x, residual, h, y, dy, dx,       // (rows, D), activation dtype
+  x, residual, h, y, dy, dx, dh_out,  // (rows, D), activation dtype
   weight, bias, dweight, dbias,    // (D), parameter dtype
   mean, rstd,                      // (rows), f32
 };
-inline constexpr int kArrayCount = 12;
+inline constexpr int kArrayCount = 13;
 
-constexpr bool is_activation(Array a) { return a <= Array::dx; }
+constexpr bool is_activation(Array a) { return a <= Array::dh_out; }
 constexpr bool is_parameter(Array a) { return a >= Array::weight && a <= Array::dbias; }
 
 // A set of arrays as a bit mask.
 struct Arrays {
   std::uint32_t bits = 0;
+  constexpr Arrays() = default;
   constexpr Arrays(std::initializer_list<Array> list) {
     for (Array a : list) bits |= 1u << static_cast<unsigned>(a);
   }
   constexpr bool has(Array a) const { return (bits >> static_cast<unsigned>(a)) & 1u; }
+  constexpr void add(Array a) { bits |= 1u << static_cast<unsigned>(a); }
 };
 
 struct Op {
@@ -106,6 +108,7 @@ struct Traffic {
   std::int64_t total() const { return read + written; }
 };
 Traffic traffic(const Op& op, const Shape& s);
+Traffic traffic(Arrays reads, Arrays writes, const Shape& s);
 
 // The bytes one call touches (each array counted once): the working set.
 std::int64_t working_set_bytes(const Op& op, const Shape& s);
@@ -116,4 +119,4 @@ struct Tensors {
   std::byte* operator[](Array a) const { return p[static_cast<std::size_t>(a)]; }
 };
 
-}  // namespace normkit::bench
+}  // namespace normkit::measure

@@ -1,0 +1,60 @@
+# Keeps `normkit profile` working: its smoke run's JSON has the fields the
+# report and bench/plot_profile.py read, every class and the step's ops, and
+# --report writes the report (and says how to draw the charts without a
+# Python); a bad flag fails with its name in the message. No timing is
+# asserted; the shares' sums are tested in test_profile.cc.
+#
+# Usage: cmake -DNORMKIT=<normkit> -DWORK_DIR=<dir> -P profile_smoke.cmake
+
+cmake_minimum_required(VERSION 3.25)
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+# NORMKIT_PYTHON empty and no .venv assumed: the report says how to draw the charts.
+set(ENV{NORMKIT_PYTHON} "")
+execute_process(COMMAND "${NORMKIT}" profile --smoke --json --report "${WORK_DIR}/p.md"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE json ERROR_VARIABLE log)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "normkit profile --smoke --json exited with ${rc}:\n${log}")
+endif()
+foreach(key config step ceilings classes ops comparisons ivanov machine)
+  string(JSON t ERROR_VARIABLE err TYPE "${json}" ${key})
+  if(err)
+    message(FATAL_ERROR "no '${key}' in the JSON: ${err}\n${json}")
+  endif()
+endforeach()
+string(JSON nclasses LENGTH "${json}" classes)
+if(NOT nclasses EQUAL 5)
+  message(FATAL_ERROR "expected 5 classes, got ${nclasses}")
+endif()
+string(JSON nops LENGTH "${json}" ops)
+if(nops LESS 10)
+  message(FATAL_ERROR "expected the step's operators, got ${nops}")
+endif()
+string(JSON within GET "${json}" step within_10pct)
+string(JSON amdahl GET "${json}" step amdahl_if_normalization_free)
+if(amdahl LESS 1)
+  message(FATAL_ERROR "Amdahl ceiling below 1: ${amdahl}")
+endif()
+if(NOT EXISTS "${WORK_DIR}/p.md" OR NOT EXISTS "${WORK_DIR}/p.json")
+  message(FATAL_ERROR "--report did not write p.md and p.json")
+endif()
+file(READ "${WORK_DIR}/p.md" md)
+foreach(s "## By class" "## Roofline" "## Against Ivanov et al. 2021" "25.5 %")
+  string(FIND "${md}" "${s}" at)
+  if(at LESS 0)
+    message(FATAL_ERROR "the report lacks '${s}'")
+  endif()
+endforeach()
+if(NOT log MATCHES "draw them with")
+  message(FATAL_ERROR "without a Python the report should say how to draw the charts:\n${log}")
+endif()
+
+execute_process(COMMAND "${NORMKIT}" profile --batch 0 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(rc EQUAL 0 OR NOT err MATCHES "--batch")
+  message(FATAL_ERROR "a bad --batch should fail naming it; got ${rc}: ${err}")
+endif()
+execute_process(COMMAND "${NORMKIT}" profile --heads 5 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(rc EQUAL 0 OR NOT err MATCHES "heads")
+  message(FATAL_ERROR "heads not dividing the width should fail naming heads; got ${rc}: ${err}")
+endif()
+message(STATUS "normkit profile smoke: ${nops} ops, within 10 %: ${within}")
