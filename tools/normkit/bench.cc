@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench_check.hpp"
+#include "cli_args.hpp"
 #include "bench_impls.hpp"
 #include "measure/memory.hpp"
 #include "measure/traffic.hpp"
@@ -147,20 +148,6 @@ std::vector<std::string> split(std::string_view s) {
     if (!item.empty()) out.push_back(item);
   if (out.empty()) throw std::invalid_argument("empty list '" + std::string(s) + "'");
   return out;
-}
-
-std::int64_t parse_int(const std::string& flag, const std::string& v, std::int64_t min) {
-  std::size_t used = 0;
-  long long n = 0;
-  try {
-    n = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || n < min)
-    throw std::invalid_argument(flag + " expects an integer >= " + std::to_string(min) +
-                                ", got '" + v + "'");
-  return n;
 }
 
 std::vector<std::int64_t> parse_ints(const std::string& flag, const std::string& v) {
