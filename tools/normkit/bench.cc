@@ -23,6 +23,7 @@
 #include "cli_args.hpp"
 #include "bench_impls.hpp"
 #include "measure/memory.hpp"
+#include "measure/machine.hpp"
 #include "measure/traffic.hpp"
 #include "bench_report.hpp"
 #include "measure/timing.hpp"
@@ -289,21 +290,6 @@ bool parse(int argc, char** argv, Options& o) {
   return true;
 }
 
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
-// The first three fields of /proc/loadavg: how busy the machine was.
-std::string load_average() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  if (!(f >> a >> b >> c)) return "unknown";
-  return a + " " + b + " " + c;
-}
 
 std::string caches_line(const Caches& c) {
   return "L1d " + std::to_string(c.l1d >> 10) + " KiB, L2 " + std::to_string(c.l2 >> 10) +

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli_args.hpp"
+#include "measure/machine.hpp"
 #include "commands.hpp"
 #include "measure/memory.hpp"
 #include "measure/timing.hpp"
@@ -247,21 +248,6 @@ std::vector<np::Comparison> compare_steps(const Options& o) {
           cmp("RMSNorm over LayerNorm (fused)", 2, 0)};
 }
 
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
-// The first three fields of /proc/loadavg: how busy the machine was.
-std::string load_average() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  if (!(f >> a >> b >> c)) return "unknown";
-  return a + " " + b + " " + c;
-}
 
 // The Python that draws the charts: $NORMKIT_PYTHON if set, else the
 // project's virtual environment's (scripts/setup.sh installs matplotlib
@@ -297,8 +283,8 @@ int profile_main(int argc, char** argv) {
   r.threads = o.threads;
   r.norm_threads = o.norm_threads;
   r.warmup = o.warmup;
-  r.cpu = cpu_model();
-  r.load_before = load_average();
+  r.cpu = bench::cpu_model();
+  r.load_before = bench::load_average();
   say("profiling the step");
   np::Step step(o.step);
   r.step = np::profile_step(step, o.warmup, o.repeats);
@@ -310,7 +296,7 @@ int profile_main(int argc, char** argv) {
     r.comparisons = compare_steps(o);
     r.compare_repeats = o.compare_repeats;
   }
-  r.load_after = load_average();
+  r.load_after = bench::load_average();
   if (tty) std::fputs("\r\033[K", stderr);
 
   if (o.json) np::write_json(stdout, r);
