@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
 #include <vector>
@@ -117,7 +118,9 @@ struct Study {
   std::vector<GradientProfile> gradients;
   double stress_lr = 0;      // the warmup probe's choice
   std::string stress_reason;
-  std::vector<Run> runs;     // every training run, in the order it ran
+  // Every training run, in the order it ran; a deque, so that the tables'
+  // pointers to earlier runs stay valid as runs are added.
+  std::deque<Run> runs;
   struct StackProfile {
     model::InitScheme init;
     model::Placement placement;

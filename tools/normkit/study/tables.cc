@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <stdexcept>
 
 #include "study/stats.hpp"
 #include "study/study.hpp"
@@ -72,8 +71,6 @@ class Runner {
     const std::string key = label + ", seed " + std::to_string(seed);
     if (const auto it = index_.find(key); it != index_.end()) return s_.runs[it->second];
     if (progress_) progress_(key, std::min(1.0, done_ / planned_));
-    // Tables hold pointers to earlier runs: the vector must never reallocate.
-    if (s_.runs.size() == s_.runs.capacity()) throw std::logic_error("study: more runs than run_study reserved");
     s_.runs.push_back(train_run(label, c, o, seed, data_));
     done_ += static_cast<double>(o.steps * c.depth);
     index_[key] = s_.runs.size() - 1;
@@ -572,8 +569,6 @@ Study run_study(const Preset& p, const model::TextData& data, const std::string&
   s.vocab = data.vocab();
   s.train_tokens = static_cast<std::int64_t>(data.train().size());
   s.val_tokens = static_cast<std::int64_t>(data.val().size());
-  // Every run the tables can ask for (planned_steps counts the same ones).
-  s.runs.reserve(2 * p.probe_lrs.size() + 18 * static_cast<std::size_t>(p.seeds));
   Runner runner(s, data, progress);
   gradients_at_init(s, data);
   warmup(s, runner, data);
