@@ -334,7 +334,7 @@ Call decode(Bytes& in) {
     if (a.output) continue;
     auto* base = c.arenas[a.arena].data() + a.offset;
     for (std::int64_t r = 0; r < a.rows; ++r)
-      for (std::int64_t j = 0; j < a.cols; ++j) nk::test::store(base, a.dtype, r * a.stride + j, draw(static_cast<Slot>(s), a.dtype));
+      for (std::int64_t j = 0; j < a.cols; ++j) nk::support::store(base, a.dtype, r * a.stride + j, draw(static_cast<Slot>(s), a.dtype));
   }
   // Outputs start as recognisable garbage (not zero: a kernel that skips a
   // write is caught).
@@ -355,7 +355,7 @@ Call decode(Bytes& in) {
     const std::int64_t r = at % a.rows, j = (at * 37 + kind) % a.cols;
     const double specials[] = {std::numeric_limits<double>::quiet_NaN(), INFINITY, -INFINITY, max_finite(a.dtype),
                                -max_finite(a.dtype), smallest_subnormal(a.dtype), 0.0, -0.0, 1e30, 1e-30};
-    nk::test::store(c.arenas[a.arena].data() + a.offset, a.dtype, r * a.stride + j, specials[kind % 10]);
+    nk::support::store(c.arenas[a.arena].data() + a.offset, a.dtype, r * a.stride + j, specials[kind % 10]);
     if (s == MEAN || s == RSTD) c.stats_garbage = true;
   }
   // A backward's statistics: the oracle's, rounded to their dtype, as a
@@ -369,7 +369,7 @@ Call decode(Bytes& in) {
       const Arg& a = c.a[s];
       if (a.arena < 0 || !valid_dtype(a.dtype) || a.cols != c.rows) continue;
       const std::vector<double>& v = s == MEAN ? f.mean : f.rstd;
-      for (std::int64_t r = 0; r < c.rows; ++r) nk::test::store(c.arenas[a.arena].data() + a.offset, a.dtype, r, v[r]);
+      for (std::int64_t r = 0; r < c.rows; ++r) nk::support::store(c.arenas[a.arena].data() + a.offset, a.dtype, r, v[r]);
     }
   } else if (bwd) {
     c.stats_garbage = true;  // whatever the statistics hold, they are not x's
@@ -380,7 +380,7 @@ Call decode(Bytes& in) {
       const Arg& a = c.a[s];
       if (a.arena < 0 || !valid_dtype(a.dtype) || a.cols <= 0 || a.cols > 64) continue;
       for (std::int64_t r = 0; r < a.cols; ++r)
-        if (rng() % 3 == 0) nk::test::store(c.arenas[a.arena].data() + a.offset, a.dtype, r, draw(s, a.dtype) * 1e3 - 5);
+        if (rng() % 3 == 0) nk::support::store(c.arenas[a.arena].data() + a.offset, a.dtype, r, draw(s, a.dtype) * 1e3 - 5);
     }
   }
   return c;
@@ -526,7 +526,7 @@ std::vector<double> values(const Call& c, Slot s, const Arenas& arenas) {
 // A reference value as the output dtype holds it when it is beyond range.
 double as_stored(double v, DType t) {
   unsigned char one[8];
-  nk::test::store(one, t, 0, v);
+  nk::support::store(one, t, 0, v);
   const double s = nk::reference::load(one, t, 0);
   return std::isinf(s) ? s : v;
 }

@@ -20,10 +20,11 @@
 #include <cstdint>
 #include <string_view>
 
+#include "support/norm_kind.hpp"
+
 namespace normkit::model {
 
 enum class Placement : std::uint8_t { pre, post, sandwich, output, none, deepnorm };
-enum class NormKind : std::uint8_t { layer_norm, rms_norm };
 enum class FfnKind : std::uint8_t { gelu, swiglu };
 // How init() draws the weights (model.hpp): gpt2, small embeddings and
 // residual projections scaled by 1/√(2·depth); xavier, the original
@@ -37,7 +38,6 @@ enum class Positions : std::uint8_t { learned, sinusoidal };
 
 inline constexpr Placement kPlacements[] = {Placement::pre,    Placement::post, Placement::sandwich,
                                             Placement::output, Placement::none, Placement::deepnorm};
-inline constexpr NormKind kNormKinds[] = {NormKind::layer_norm, NormKind::rms_norm};
 
 std::string_view placement_name(Placement p) noexcept;
 std::string_view norm_kind_name(NormKind k) noexcept;

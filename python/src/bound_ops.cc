@@ -19,8 +19,8 @@ using normkit::ConstVector;
 using normkit::Matrix;
 using normkit::Vector;
 
-constexpr const char* op_name(Norm norm, bool add, bool grad) {
-  if (norm == Norm::layer)
+constexpr const char* op_name(NormKind norm, bool add, bool grad) {
+  if (norm == NormKind::layer_norm)
     return add ? (grad ? "add_layer_norm_backward" : "add_layer_norm") : (grad ? "layer_norm_backward" : "layer_norm");
   return add ? (grad ? "add_rms_norm_backward" : "add_rms_norm") : (grad ? "rms_norm_backward" : "rms_norm");
 }
@@ -37,9 +37,9 @@ double get_eps(const char* fn, nb::handle h) {
 
 // Arguments are read, and outputs allocated, in one fixed order, so that of
 // several bad arguments the same one is reported whichever op it is.
-template <Norm kNorm, bool kAdd>
+template <NormKind kNorm, bool kAdd>
 nb::object forward(const ForwardArgs& a) {
-  constexpr bool kLayer = kNorm == Norm::layer;
+  constexpr bool kLayer = kNorm == NormKind::layer_norm;
   constexpr const char* fn = op_name(kNorm, kAdd, false);
   const NormShape ns = get_normalized_shape(fn, a.normalized_shape);
   const Array x = get_array(fn, "input", a.input, false);
@@ -90,9 +90,9 @@ nb::object forward(const ForwardArgs& a) {
   }
 }
 
-template <Norm kNorm, bool kAdd>
+template <NormKind kNorm, bool kAdd>
 nb::object backward(const BackwardArgs& a) {
-  constexpr bool kLayer = kNorm == Norm::layer;
+  constexpr bool kLayer = kNorm == NormKind::layer_norm;
   constexpr const char* fn = op_name(kNorm, kAdd, true);
   constexpr const char* x_name = kAdd ? "residual_out" : "input";
   const NormShape ns = get_normalized_shape(fn, a.normalized_shape);
@@ -136,13 +136,13 @@ nb::object backward(const BackwardArgs& a) {
   return nb::make_tuple(dx.obj, obj_or_none(dw));
 }
 
-template nb::object forward<Norm::layer, false>(const ForwardArgs&);
-template nb::object forward<Norm::rms, false>(const ForwardArgs&);
-template nb::object forward<Norm::layer, true>(const ForwardArgs&);
-template nb::object forward<Norm::rms, true>(const ForwardArgs&);
-template nb::object backward<Norm::layer, false>(const BackwardArgs&);
-template nb::object backward<Norm::rms, false>(const BackwardArgs&);
-template nb::object backward<Norm::layer, true>(const BackwardArgs&);
-template nb::object backward<Norm::rms, true>(const BackwardArgs&);
+template nb::object forward<NormKind::layer_norm, false>(const ForwardArgs&);
+template nb::object forward<NormKind::rms_norm, false>(const ForwardArgs&);
+template nb::object forward<NormKind::layer_norm, true>(const ForwardArgs&);
+template nb::object forward<NormKind::rms_norm, true>(const ForwardArgs&);
+template nb::object backward<NormKind::layer_norm, false>(const BackwardArgs&);
+template nb::object backward<NormKind::rms_norm, false>(const BackwardArgs&);
+template nb::object backward<NormKind::layer_norm, true>(const BackwardArgs&);
+template nb::object backward<NormKind::rms_norm, true>(const BackwardArgs&);
 
 }  // namespace normkit_py

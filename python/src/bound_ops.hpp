@@ -17,7 +17,7 @@
 
 namespace normkit_py {
 
-enum class Norm { layer, rms };
+using normkit::NormKind;
 
 // Arguments by their Python names; the ones an op does not have stay unset
 // and are never read.
@@ -29,7 +29,7 @@ struct ForwardArgs {
 
 // y, or (y, [mean,] rstd) with return_stats; the fused ops (kAdd) return
 // (y, h) or (y, h, [mean,] rstd). mean is LayerNorm's only.
-template <Norm kNorm, bool kAdd>
+template <NormKind kNorm, bool kAdd>
 nanobind::object forward(const ForwardArgs& a);
 
 // `input` is the plain ops' input; the fused ops' backward reads
@@ -44,16 +44,16 @@ struct BackwardArgs {
 // (grad_input, grad_weight[, grad_bias]); a parameter gradient is None
 // unless wanted and it has a prototype: grad_weight is shaped like weight,
 // grad_bias like bias (or weight when no bias is given).
-template <Norm kNorm, bool kAdd>
+template <NormKind kNorm, bool kAdd>
 nanobind::object backward(const BackwardArgs& a);
 
-extern template nanobind::object forward<Norm::layer, false>(const ForwardArgs&);
-extern template nanobind::object forward<Norm::rms, false>(const ForwardArgs&);
-extern template nanobind::object forward<Norm::layer, true>(const ForwardArgs&);
-extern template nanobind::object forward<Norm::rms, true>(const ForwardArgs&);
-extern template nanobind::object backward<Norm::layer, false>(const BackwardArgs&);
-extern template nanobind::object backward<Norm::rms, false>(const BackwardArgs&);
-extern template nanobind::object backward<Norm::layer, true>(const BackwardArgs&);
-extern template nanobind::object backward<Norm::rms, true>(const BackwardArgs&);
+extern template nanobind::object forward<NormKind::layer_norm, false>(const ForwardArgs&);
+extern template nanobind::object forward<NormKind::rms_norm, false>(const ForwardArgs&);
+extern template nanobind::object forward<NormKind::layer_norm, true>(const ForwardArgs&);
+extern template nanobind::object forward<NormKind::rms_norm, true>(const ForwardArgs&);
+extern template nanobind::object backward<NormKind::layer_norm, false>(const BackwardArgs&);
+extern template nanobind::object backward<NormKind::rms_norm, false>(const BackwardArgs&);
+extern template nanobind::object backward<NormKind::layer_norm, true>(const BackwardArgs&);
+extern template nanobind::object backward<NormKind::rms_norm, true>(const BackwardArgs&);
 
 }  // namespace normkit_py

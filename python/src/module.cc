@@ -25,7 +25,7 @@ namespace nb = nanobind;
 using namespace nb::literals;
 using normkit_py::BackwardArgs;
 using normkit_py::ForwardArgs;
-using normkit_py::Norm;
+using normkit::NormKind;
 
 NB_MODULE(_normkit, m) {
   m.doc() = "Low-level binding of the normkit C++ library: arguments are positional and outputs "
@@ -87,7 +87,7 @@ NB_MODULE(_normkit, m) {
       "layer_norm",
       [](nb::handle input, nb::handle normalized_shape, nb::handle weight, nb::handle bias, nb::handle eps,
          nb::handle out, bool return_stats) {
-        return normkit_py::forward<Norm::layer, false>(ForwardArgs{.input = input,
+        return normkit_py::forward<NormKind::layer_norm, false>(ForwardArgs{.input = input,
                                                                    .normalized_shape = normalized_shape,
                                                                    .weight = weight,
                                                                    .bias = bias,
@@ -101,7 +101,7 @@ NB_MODULE(_normkit, m) {
       "rms_norm",
       [](nb::handle input, nb::handle normalized_shape, nb::handle weight, nb::handle eps, double weight_offset,
          nb::handle out, bool return_stats) {
-        return normkit_py::forward<Norm::rms, false>(ForwardArgs{.input = input,
+        return normkit_py::forward<NormKind::rms_norm, false>(ForwardArgs{.input = input,
                                                                  .normalized_shape = normalized_shape,
                                                                  .weight = weight,
                                                                  .eps = eps,
@@ -115,7 +115,7 @@ NB_MODULE(_normkit, m) {
       "add_layer_norm",
       [](nb::handle input, nb::handle residual, nb::handle normalized_shape, nb::handle weight, nb::handle bias,
          nb::handle eps, nb::handle out, nb::handle residual_out, bool return_stats) {
-        return normkit_py::forward<Norm::layer, true>(ForwardArgs{.input = input,
+        return normkit_py::forward<NormKind::layer_norm, true>(ForwardArgs{.input = input,
                                                                   .residual = residual,
                                                                   .normalized_shape = normalized_shape,
                                                                   .weight = weight,
@@ -131,7 +131,7 @@ NB_MODULE(_normkit, m) {
       "add_rms_norm",
       [](nb::handle input, nb::handle residual, nb::handle normalized_shape, nb::handle weight, nb::handle eps,
          double weight_offset, nb::handle out, nb::handle residual_out, bool return_stats) {
-        return normkit_py::forward<Norm::rms, true>(ForwardArgs{.input = input,
+        return normkit_py::forward<NormKind::rms_norm, true>(ForwardArgs{.input = input,
                                                                 .residual = residual,
                                                                 .normalized_shape = normalized_shape,
                                                                 .weight = weight,
@@ -147,7 +147,7 @@ NB_MODULE(_normkit, m) {
       "layer_norm_backward",
       [](nb::handle grad_output, nb::handle input, nb::handle normalized_shape, nb::handle mean, nb::handle rstd,
          nb::handle weight, nb::handle bias, nb::handle out, bool want_weight, bool want_bias) {
-        return normkit_py::backward<Norm::layer, false>(BackwardArgs{.grad_output = grad_output,
+        return normkit_py::backward<NormKind::layer_norm, false>(BackwardArgs{.grad_output = grad_output,
                                                                      .input = input,
                                                                      .normalized_shape = normalized_shape,
                                                                      .mean = mean,
@@ -164,7 +164,7 @@ NB_MODULE(_normkit, m) {
       "rms_norm_backward",
       [](nb::handle grad_output, nb::handle input, nb::handle normalized_shape, nb::handle rstd, nb::handle weight,
          double weight_offset, nb::handle out, bool want_weight) {
-        return normkit_py::backward<Norm::rms, false>(BackwardArgs{.grad_output = grad_output,
+        return normkit_py::backward<NormKind::rms_norm, false>(BackwardArgs{.grad_output = grad_output,
                                                                    .input = input,
                                                                    .normalized_shape = normalized_shape,
                                                                    .rstd = rstd,
@@ -180,7 +180,7 @@ NB_MODULE(_normkit, m) {
       [](nb::handle grad_output, nb::handle grad_residual_out, nb::handle residual_out, nb::handle normalized_shape,
          nb::handle mean, nb::handle rstd, nb::handle weight, nb::handle bias, nb::handle out, bool want_weight,
          bool want_bias) {
-        return normkit_py::backward<Norm::layer, true>(BackwardArgs{.grad_output = grad_output,
+        return normkit_py::backward<NormKind::layer_norm, true>(BackwardArgs{.grad_output = grad_output,
                                                                     .grad_residual_out = grad_residual_out,
                                                                     .input = residual_out,
                                                                     .normalized_shape = normalized_shape,
@@ -198,7 +198,7 @@ NB_MODULE(_normkit, m) {
       "add_rms_norm_backward",
       [](nb::handle grad_output, nb::handle grad_residual_out, nb::handle residual_out, nb::handle normalized_shape,
          nb::handle rstd, nb::handle weight, double weight_offset, nb::handle out, bool want_weight) {
-        return normkit_py::backward<Norm::rms, true>(BackwardArgs{.grad_output = grad_output,
+        return normkit_py::backward<NormKind::rms_norm, true>(BackwardArgs{.grad_output = grad_output,
                                                                   .grad_residual_out = grad_residual_out,
                                                                   .input = residual_out,
                                                                   .normalized_shape = normalized_shape,

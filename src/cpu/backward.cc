@@ -478,9 +478,9 @@ int backward_threads(const BackwardArgs& a) {
 
 void cpu_backward(const BackwardArgs& args) {
   assert(args.rows >= 1 && args.D >= 1 && args.dy && args.xin && args.rstd && args.dx);
-  assert(args.kind == NormKind::rms || args.mean);
+  assert(args.kind == NormKind::rms_norm || args.mean);
   BackwardArgs a = args;
-  if (a.kind == NormKind::rms) a.mean = nullptr;
+  if (a.kind == NormKind::rms_norm) a.mean = nullptr;
   if (!a.weight && !a.dweight && !a.dbias) a.w_dtype = a.dy_dtype;  // any valid dtype: none is read
   if (!a.weight) a.weight = constant_row(a.w_dtype, a.D, 1);
   const std::int64_t row_bytes = backward_bytes_per_row(a);

@@ -227,7 +227,7 @@ HWY_INLINE RowStats LayerStats(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn
 template <NormKind K, bool kScaled, class DC, class T>
 HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale,
                                  NextRows& next) {
-  constexpr bool kLayer = K == NormKind::layer;
+  constexpr bool kLayer = K == NormKind::layer_norm;
   constexpr bool kEO = kEvenOdd<T>;
   ChunkSums row;
   for (std::size_t off = 0; off < D; off += kChunk)
@@ -242,7 +242,7 @@ template <NormKind K, class DC, class TX, class TR>
 HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
                                     std::size_t D, NextRows& next) {
   using C = hn::TFromD<DC>;
-  constexpr bool kLayer = K == NormKind::layer;
+  constexpr bool kLayer = K == NormKind::layer_norm;
   constexpr bool kEO = kEvenOdd<TR>;  // h's layout, as StatsOfRow would take it
   ChunkSums row;
   for (std::size_t off = 0; off < D; off += kChunk)
@@ -289,10 +289,10 @@ HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_
   const auto Off = hn::Set(dc, off);
   auto one = [&](auto xv, auto wv, auto bv) HWY_ATTR {
     const auto xhat = !kAffine                    ? hn::Mul(hn::Sub(hn::MulSub(xv, S, M), Mlo), R)
-                      : K == NormKind::layer ? hn::MulAdd(xv, R, Cv)
+                      : K == NormKind::layer_norm ? hn::MulAdd(xv, R, Cv)
                                              : hn::Mul(xv, R);
     const auto g = kIsArranged<TW> ? wv : hn::Add(wv, Off);
-    if constexpr (K == NormKind::layer) return hn::MulAdd(xhat, g, bv);
+    if constexpr (K == NormKind::layer_norm) return hn::MulAdd(xhat, g, bv);
     else return hn::Mul(xhat, g);
   };
   auto pair = [&](Pair<DC> xv, Pair<DC> wv, Pair<DC> bv) HWY_ATTR {
@@ -300,13 +300,13 @@ HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_
   };
   const Pair<DC> zero{hn::Zero(dc), hn::Zero(dc)};
   auto whole = [&](std::size_t i) HWY_ATTR {  // the P elements at i
-    const auto bv = K == NormKind::layer ? LoadPair<kEO>(dc, b + i) : zero;
+    const auto bv = K == NormKind::layer_norm ? LoadPair<kEO>(dc, b + i) : zero;
     return pair(LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, w + i), bv);
   };
   // y may be x itself (in-place): each pair is loaded before it is stored.
   std::size_t i = 0;
   auto partial = [&](std::size_t n) HWY_ATTR {  // the n < P elements at i
-    const auto bv = K == NormKind::layer ? LoadPairTail<kEO>(dc, b + i, n) : zero;
+    const auto bv = K == NormKind::layer_norm ? LoadPairTail<kEO>(dc, b + i, n) : zero;
     StorePairTail<kEO>(dc, pair(LoadPairTail<kEO>(dc, x + i, n), LoadPairTail<kEO>(dc, w + i, n), bv), y + i, n);
   };
   // Non-temporal stores need aligned addresses: peel up to the first. Pairs
@@ -388,16 +388,16 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
   const bool true_rstd_inf = !std::isfinite(rstd_true);
   const C r = true_rstd_inf ? static_cast<C>(rstd_s)
                             : static_cast<C>(std::min(rstd_s, static_cast<double>(std::numeric_limits<C>::max())));
-  if (K == NormKind::layer && mean_out) *mean_out = scale == 1.0 ? m : static_cast<C>(mean_s / scale);
+  if (K == NormKind::layer_norm && mean_out) *mean_out = scale == 1.0 ? m : static_cast<C>(mean_s / scale);
   if (rstd_out) *rstd_out = scale == 1.0 ? r : static_cast<C>(rstd_true);
   XhatForm f;
   f.r = static_cast<double>(r);
   if (scale == 1.0 && !st.centred) {
-    if constexpr (K == NormKind::layer) f.c = -mean_s * f.r;
+    if constexpr (K == NormKind::layer_norm) f.c = -mean_s * f.r;
     OutputRow<K, true>(dc, p, y, w, b, D, f, static_cast<C>(offset), opts);
   } else {
     f.s = scale;
-    if constexpr (K == NormKind::layer) {
+    if constexpr (K == NormKind::layer_norm) {
       f.m = static_cast<double>(m);
       f.m_lo = static_cast<double>(m_lo);
     }
@@ -445,7 +445,7 @@ void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bo
   if constexpr (kArrange<C, TX, TW>) {
     const ArrangedRows<C> g = ArrangeForRows<kEvenOdd<TX>>(hn::ScalableTag<C>(), end - begin,
                                                            static_cast<std::size_t>(a.D), w,
-                                                           K == NormKind::layer ? b : nullptr,
+                                                           K == NormKind::layer_norm ? b : nullptr,
                                                            static_cast<C>(a.weight_offset));
     if (g.w) return ForwardRowsP<K, C, TX, TR>(a, begin, end, stream, g.w, g.b, 0.0);
   }

@@ -36,7 +36,7 @@ namespace normkit::detail::HWY_NAMESPACE {
 
 // stream: write y with non-temporal stores (see forward_streams).
 void ForwardLayerRange(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
-  ForwardKind<NormKind::layer>(a, begin, end, stream);
+  ForwardKind<NormKind::layer_norm>(a, begin, end, stream);
 }
 
 const char* ActiveTargetName() { return hwy::TargetName(HWY_TARGET); }
@@ -70,10 +70,10 @@ void cpu_forward(const ForwardArgs& args) {
   ForwardArgs a = args;
   if (!a.weight && !a.bias) a.w_dtype = a.x_dtype;  // any valid dtype: none is read
   if (!a.weight) a.weight = constant_row(a.w_dtype, a.D, 1);
-  if (a.kind == NormKind::layer && !a.bias) a.bias = constant_row(a.w_dtype, a.D, 0);
+  if (a.kind == NormKind::layer_norm && !a.bias) a.bias = constant_row(a.w_dtype, a.D, 0);
   const bool stream = forward_streams(a);
   parallel_rows(a.rows, forward_bytes_per_row(a), [&](std::int64_t begin, std::int64_t end) {
-    if (a.kind == NormKind::layer)
+    if (a.kind == NormKind::layer_norm)
       HWY_DYNAMIC_DISPATCH(ForwardLayerRange)(a, begin, end, stream);
     else
       forward_rms_range(a, begin, end, stream);

@@ -14,7 +14,7 @@ HWY_BEFORE_NAMESPACE();
 namespace normkit::detail::HWY_NAMESPACE {
 
 void ForwardRmsRange(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
-  ForwardKind<NormKind::rms>(a, begin, end, stream);
+  ForwardKind<NormKind::rms_norm>(a, begin, end, stream);
 }
 
 }  // namespace normkit::detail::HWY_NAMESPACE

@@ -10,10 +10,9 @@
 #include <cstdint>
 
 #include "normkit/tensor.hpp"
+#include "support/norm_kind.hpp"
 
 namespace normkit::detail {
-
-enum class NormKind : std::uint8_t { layer, rms };
 
 // Forward, plain or fused:
 //   plain  (residual == nullptr): y = norm(x)
@@ -21,7 +20,7 @@ enum class NormKind : std::uint8_t { layer, rms };
 //          written), y = norm(h as stored)
 // Shapes: x, residual, h, y: (rows, D); weight, bias: (D); mean, rstd: (rows).
 struct ForwardArgs {
-  NormKind kind = NormKind::layer;
+  NormKind kind = NormKind::layer_norm;
   std::int64_t rows = 0, D = 0;
 
   const void* x = nullptr;  // x_dtype
@@ -54,7 +53,7 @@ struct ForwardArgs {
 // Shapes: dy, xin, dh_out, dx: (rows, D); mean, rstd: (rows); weight,
 // dweight, dbias: (D).
 struct BackwardArgs {
-  NormKind kind = NormKind::layer;
+  NormKind kind = NormKind::layer_norm;
   std::int64_t rows = 0, D = 0;
 
   const void* dy = nullptr;  // dy_dtype

@@ -273,7 +273,7 @@ int launch_backward(const BackwardArgs& a, const Plan& plan, cudaStream_t stream
   p.chunk_elems = plan.chunk_elems;
   p.chunks = plan.chunks;
   p.packs_per_thread = plan.packs_per_thread;
-  p.layer = a.kind == NormKind::layer;
+  p.layer = a.kind == NormKind::layer_norm;
   p.warp_team = plan.mapping == Mapping::warp_per_row;
   p.vec = vector_aligned(a.dy, a.dy_stride, sizeof(TD)) && vector_aligned(a.xin, a.xin_stride, sizeof(TI)) &&
           vector_aligned(a.dh_out, a.dh_out_stride, sizeof(TI)) && vector_aligned(a.dx, a.dx_stride, sizeof(TI)) &&

@@ -172,7 +172,7 @@ int launch_forward(const ForwardArgs& a, const Plan& plan, cudaStream_t stream, 
   p.chunk_elems = plan.chunk_elems;
   p.chunks = plan.chunks;
   p.packs_per_thread = plan.packs_per_thread;
-  p.layer = a.kind == NormKind::layer;
+  p.layer = a.kind == NormKind::layer_norm;
   p.warp_team = plan.mapping == Mapping::warp_per_row;
   p.vec = vector_aligned(a.x, a.x_stride, sizeof(TX)) && vector_aligned(a.y, a.y_stride, sizeof(TX)) &&
           vector_aligned(a.residual, a.residual_stride, sizeof(TR)) &&

@@ -18,7 +18,6 @@ const char* version() noexcept { return NORMKIT_VERSION_STRING; }
 namespace {
 
 using detail::Arg;
-using detail::NormKind;
 using detail::stat_dtype;
 using detail::Validator;
 
@@ -180,7 +179,7 @@ void run_backward(const BackwardCall& c) {
   v.matrix(dx, rows, D, "dy");
   v.same_dtype(dx, xin);
   // An empty (rows = 0) statistic is indistinguishable from an absent one.
-  if (c.kind == NormKind::layer) {
+  if (c.kind == NormKind::layer_norm) {
     if (rows > 0) v.required(mean);
     v.vector(mean, rows, "rows");
     v.dtype_in(mean, {stat_dtype(dy.dtype)}, "(as written by the forward)");
@@ -294,44 +293,44 @@ void backward(const BackwardCall& c) { observed(c, run_backward); }
 
 void layer_norm(ConstMatrix x, ConstVector weight, ConstVector bias, double eps, Matrix y, Vector mean,
                 Vector rstd) {
-  forward({"layer_norm", NormKind::layer, x, {}, weight, bias, eps, 0.0, {}, y, mean, rstd, false});
+  forward({"layer_norm", NormKind::layer_norm, x, {}, weight, bias, eps, 0.0, {}, y, mean, rstd, false});
 }
 
 void rms_norm(ConstMatrix x, ConstVector weight, double eps, Matrix y, Vector rstd, double weight_offset) {
-  forward({"rms_norm", NormKind::rms, x, {}, weight, {}, eps, weight_offset, {}, y, {}, rstd, false});
+  forward({"rms_norm", NormKind::rms_norm, x, {}, weight, {}, eps, weight_offset, {}, y, {}, rstd, false});
 }
 
 void add_layer_norm(ConstMatrix x, ConstMatrix residual, ConstVector weight, ConstVector bias, double eps,
                     Matrix h, Matrix y, Vector mean, Vector rstd) {
-  forward({"add_layer_norm", NormKind::layer, x, residual, weight, bias, eps, 0.0, h, y, mean, rstd, true});
+  forward({"add_layer_norm", NormKind::layer_norm, x, residual, weight, bias, eps, 0.0, h, y, mean, rstd, true});
 }
 
 void add_rms_norm(ConstMatrix x, ConstMatrix residual, ConstVector weight, double eps, Matrix h, Matrix y,
                   Vector rstd, double weight_offset) {
-  forward({"add_rms_norm", NormKind::rms, x, residual, weight, {}, eps, weight_offset, h, y, {}, rstd, true});
+  forward({"add_rms_norm", NormKind::rms_norm, x, residual, weight, {}, eps, weight_offset, h, y, {}, rstd, true});
 }
 
 void layer_norm_backward(ConstMatrix dy, ConstMatrix x, ConstVector mean, ConstVector rstd, ConstVector weight,
                          Matrix dx, Vector dweight, Vector dbias) {
-  backward({"layer_norm_backward", NormKind::layer, dy, {}, x, mean, rstd, weight, 0.0, dx, dweight, dbias,
+  backward({"layer_norm_backward", NormKind::layer_norm, dy, {}, x, mean, rstd, weight, 0.0, dx, dweight, dbias,
             false});
 }
 
 void rms_norm_backward(ConstMatrix dy, ConstMatrix x, ConstVector rstd, ConstVector weight, Matrix dx,
                        Vector dweight, double weight_offset) {
-  backward({"rms_norm_backward", NormKind::rms, dy, {}, x, {}, rstd, weight, weight_offset, dx, dweight, {},
+  backward({"rms_norm_backward", NormKind::rms_norm, dy, {}, x, {}, rstd, weight, weight_offset, dx, dweight, {},
             false});
 }
 
 void add_layer_norm_backward(ConstMatrix dy, ConstMatrix dh_out, ConstMatrix h, ConstVector mean,
                              ConstVector rstd, ConstVector weight, Matrix dh, Vector dweight, Vector dbias) {
-  backward({"add_layer_norm_backward", NormKind::layer, dy, dh_out, h, mean, rstd, weight, 0.0, dh, dweight,
+  backward({"add_layer_norm_backward", NormKind::layer_norm, dy, dh_out, h, mean, rstd, weight, 0.0, dh, dweight,
             dbias, true});
 }
 
 void add_rms_norm_backward(ConstMatrix dy, ConstMatrix dh_out, ConstMatrix h, ConstVector rstd,
                            ConstVector weight, Matrix dh, Vector dweight, double weight_offset) {
-  backward({"add_rms_norm_backward", NormKind::rms, dy, dh_out, h, {}, rstd, weight, weight_offset, dh,
+  backward({"add_rms_norm_backward", NormKind::rms_norm, dy, dh_out, h, {}, rstd, weight, weight_offset, dh,
             dweight, {}, true});
 }
 

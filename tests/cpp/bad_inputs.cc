@@ -15,7 +15,7 @@
 
 namespace nk = normkit;
 using nk::DType;
-using nk::test::Buffer;
+using nk::test::Array;
 
 namespace {
 
@@ -23,10 +23,10 @@ constexpr std::int64_t R = 4, D = 16;
 
 // Valid arguments for every op (f32, 4 × 16); each case breaks one thing.
 struct Args {
-  Buffer x{DType::f32, R, D}, residual{DType::f32, R, D}, dy{DType::f32, R, D}, dh_out{DType::f32, R, D};
-  Buffer y{DType::f32, R, D}, h{DType::f32, R, D}, dx{DType::f32, R, D};
-  Buffer weight{DType::f32, 1, D}, bias{DType::f32, 1, D}, mean{DType::f32, 1, R}, rstd{DType::f32, 1, R};
-  Buffer dweight{DType::f32, 1, D}, dbias{DType::f32, 1, D};
+  Array x{DType::f32, R, D}, residual{DType::f32, R, D}, dy{DType::f32, R, D}, dh_out{DType::f32, R, D};
+  Array y{DType::f32, R, D}, h{DType::f32, R, D}, dx{DType::f32, R, D};
+  Array weight{DType::f32, 1, D}, bias{DType::f32, 1, D}, mean{DType::f32, 1, R}, rstd{DType::f32, 1, R};
+  Array dweight{DType::f32, 1, D}, dbias{DType::f32, 1, D};
   std::vector<std::vector<unsigned char>> outputs() const {
     return {y.bytes(), h.bytes(), dx.bytes(), mean.bytes(), rstd.bytes(), dweight.bytes(), dbias.bytes()};
   }
@@ -51,25 +51,25 @@ int main() {
   const std::int64_t big = std::int64_t{1} << 62;
   const std::vector<Row> rows = {
       {"weight of the wrong length", "`rms_norm(x, weight[15], …)`",
-       [](Args& a) { Buffer w(DType::f32, 1, D - 1); nk::rms_norm(a.x.cmat(), w.cvec(), 1e-5, a.y.mat()); }},
+       [](Args& a) { Array w(DType::f32, 1, D - 1); nk::rms_norm(a.x.cmat(), w.cvec(), 1e-5, a.y.mat()); }},
       {"bias of the wrong length", "`layer_norm(x, w, bias[17], …)`",
-       [](Args& a) { Buffer b(DType::f32, 1, D + 1); nk::layer_norm(a.x.cmat(), a.weight.cvec(), b.cvec(), 1e-5, a.y.mat()); }},
+       [](Args& a) { Array b(DType::f32, 1, D + 1); nk::layer_norm(a.x.cmat(), a.weight.cvec(), b.cvec(), 1e-5, a.y.mat()); }},
       {"output of the wrong shape", "`layer_norm(…, y (3, 16))`",
-       [](Args& a) { Buffer y(DType::f32, R - 1, D); nk::layer_norm(a.x.cmat(), {}, {}, 1e-5, y.mat()); }},
+       [](Args& a) { Array y(DType::f32, R - 1, D); nk::layer_norm(a.x.cmat(), {}, {}, 1e-5, y.mat()); }},
       {"statistic of the wrong length", "`layer_norm(…, mean[5])`",
-       [](Args& a) { Buffer m(DType::f32, 1, R + 1); nk::layer_norm(a.x.cmat(), {}, {}, 1e-5, a.y.mat(), m.vec()); }},
+       [](Args& a) { Array m(DType::f32, 1, R + 1); nk::layer_norm(a.x.cmat(), {}, {}, 1e-5, a.y.mat(), m.vec()); }},
       {"saved rstd of the wrong length", "`rms_norm_backward(dy, x, rstd[2], …)`",
-       [](Args& a) { Buffer r(DType::f32, 1, 2); nk::rms_norm_backward(a.dy.cmat(), a.x.cmat(), r.cvec(), {}, a.dx.mat()); }},
+       [](Args& a) { Array r(DType::f32, 1, 2); nk::rms_norm_backward(a.dy.cmat(), a.x.cmat(), r.cvec(), {}, a.dx.mat()); }},
       {"residual of the wrong shape", "`add_rms_norm(x, residual (4, 17), …)`",
-       [](Args& a) { Buffer r(DType::f32, R, D + 1); nk::add_rms_norm(a.x.cmat(), r.cmat(), {}, 1e-5, a.h.mat(), a.y.mat()); }},
+       [](Args& a) { Array r(DType::f32, R, D + 1); nk::add_rms_norm(a.x.cmat(), r.cmat(), {}, 1e-5, a.h.mat(), a.y.mat()); }},
       {"dh_out of the wrong shape", "`add_layer_norm_backward(dy, dh_out (5, 16), …)`",
        [](Args& a) {
-         Buffer d(DType::f32, R + 1, D);
+         Array d(DType::f32, R + 1, D);
          nk::add_layer_norm_backward(a.dy.cmat(), d.cmat(), a.h.cmat(), a.mean.cvec(), a.rstd.cvec(), {}, a.dx.mat());
        }},
       {"gradient output of the wrong length", "`layer_norm_backward(…, dweight[3])`",
        [](Args& a) {
-         Buffer dw(DType::f32, 1, 3);
+         Array dw(DType::f32, 1, 3);
          nk::layer_norm_backward(a.dy.cmat(), a.x.cmat(), a.mean.cvec(), a.rstd.cvec(), {}, a.dx.mat(), dw.vec());
        }},
       {"missing saved mean", "`layer_norm_backward(dy, x, {}, rstd, …)`",
@@ -79,37 +79,37 @@ int main() {
       {"missing output", "`rms_norm(x, {}, eps, Matrix{})`",
        [](Args& a) { nk::rms_norm(a.x.cmat(), {}, 1e-5, nk::Matrix{}); }},
       {"output dtype differs from x", "`rms_norm(x f32, …, y bf16)`",
-       [](Args& a) { Buffer y(DType::bf16, R, D); nk::rms_norm(a.x.cmat(), {}, 1e-5, y.mat()); }},
+       [](Args& a) { Array y(DType::bf16, R, D); nk::rms_norm(a.x.cmat(), {}, 1e-5, y.mat()); }},
       {"parameter dtype not allowed", "`rms_norm(x bf16, weight f16, …)`",
        [](Args&) {
-         Buffer x(DType::bf16, R, D), y(DType::bf16, R, D), w(DType::f16, 1, D);
+         Array x(DType::bf16, R, D), y(DType::bf16, R, D), w(DType::f16, 1, D);
          nk::rms_norm(x.cmat(), w.cvec(), 1e-5, y.mat());
        }},
       {"f32 parameters with f64 activations", "`layer_norm(x f64, weight f32, …)`",
        [](Args& a) {
-         Buffer x(DType::f64, R, D), y(DType::f64, R, D);
+         Array x(DType::f64, R, D), y(DType::f64, R, D);
          nk::layer_norm(x.cmat(), a.weight.cvec(), {}, 1e-5, y.mat());
        }},
       {"weight and bias of different dtypes", "`layer_norm(x bf16, weight bf16, bias f32, …)`",
        [](Args& a) {
-         Buffer x(DType::bf16, R, D), y(DType::bf16, R, D), w(DType::bf16, 1, D);
+         Array x(DType::bf16, R, D), y(DType::bf16, R, D), w(DType::bf16, 1, D);
          nk::layer_norm(x.cmat(), w.cvec(), a.bias.cvec(), 1e-5, y.mat());
        }},
       {"statistic in a 16-bit dtype", "`layer_norm(x bf16, …, mean bf16)`",
        [](Args&) {
-         Buffer x(DType::bf16, R, D), y(DType::bf16, R, D), m(DType::bf16, 1, R);
+         Array x(DType::bf16, R, D), y(DType::bf16, R, D), m(DType::bf16, 1, R);
          nk::layer_norm(x.cmat(), {}, {}, 1e-5, y.mat(), m.vec());
        }},
       {"16-bit residual with f32 activations", "`add_rms_norm(x f32, residual f16, …)`",
-       [](Args& a) { Buffer r(DType::f16, R, D); nk::add_rms_norm(a.x.cmat(), r.cmat(), {}, 1e-5, a.h.mat(), a.y.mat()); }},
+       [](Args& a) { Array r(DType::f16, R, D); nk::add_rms_norm(a.x.cmat(), r.cmat(), {}, 1e-5, a.h.mat(), a.y.mat()); }},
       {"h in a different dtype from residual", "`add_rms_norm(x bf16, residual bf16, …, h f32, …)`",
        [](Args& a) {
-         Buffer x(DType::bf16, R, D), r(DType::bf16, R, D), y(DType::bf16, R, D);
+         Array x(DType::bf16, R, D), r(DType::bf16, R, D), y(DType::bf16, R, D);
          nk::add_rms_norm(x.cmat(), r.cmat(), {}, 1e-5, a.h.mat(), y.mat());
        }},
       {"gradient dtype differs from weight", "`rms_norm_backward(x bf16, weight bf16, …, dweight f32)`",
        [](Args& a) {
-         Buffer x(DType::bf16, R, D), dy(DType::bf16, R, D), dx(DType::bf16, R, D), w(DType::bf16, 1, D);
+         Array x(DType::bf16, R, D), dy(DType::bf16, R, D), dx(DType::bf16, R, D), w(DType::bf16, 1, D);
          nk::rms_norm_backward(dy.cmat(), x.cmat(), a.rstd.cvec(), w.cvec(), dx.mat(), a.dweight.vec());
        }},
       {"dtype value outside the enum", "`x.dtype = DType(9)`",
@@ -182,7 +182,7 @@ int main() {
        }},
       {"output partly overlapping an input", "`y = x shifted by one element`",
        [](Args&) {
-         Buffer buf(DType::f32, R + 1, D);
+         Array buf(DType::f32, R + 1, D);
          nk::ConstMatrix x = buf.cmat();
          x.rows = R;
          nk::Matrix y = buf.mat();
@@ -192,7 +192,7 @@ int main() {
        }},
       {"in place with a different stride", "`y = x's memory, row_stride 2·D vs D`",
        [](Args&) {
-         Buffer buf(DType::f32, 2 * R, D);
+         Array buf(DType::f32, 2 * R, D);
          const nk::ConstMatrix x{buf.data(), DType::f32, R, D, D, nk::Device::cpu};
          const nk::Matrix y{buf.data(), DType::f32, R, D, 2 * D, nk::Device::cpu};
          nk::rms_norm(x, {}, 1e-5, y);
@@ -200,7 +200,7 @@ int main() {
       {"output overlapping a parameter", "`y = weight's memory`",
        [](Args& a) {
          const nk::Matrix y{a.weight.data(), DType::f32, 1, D, D, nk::Device::cpu};
-         Buffer x(DType::f32, 1, D);
+         Array x(DType::f32, 1, D);
          nk::layer_norm(x.cmat(), a.weight.cvec(), {}, 1e-5, y);
        }},
       {"two outputs sharing memory", "`mean` and `rstd` the same buffer",
@@ -212,7 +212,7 @@ int main() {
        [](Args& a) { nk::add_rms_norm(a.x.cmat(), a.residual.cmat(), {}, 1e-5, a.h.mat(), a.h.mat()); }},
       {"gradient output over a saved statistic", "`dweight = rstd's memory`",
        [](Args& a) {
-         Buffer rd(DType::f32, 1, D);
+         Array rd(DType::f32, 1, D);
          const nk::Vector dw{rd.data(), DType::f32, D, nk::Device::cpu};
          const nk::ConstVector rstd{rd.data(), DType::f32, R, nk::Device::cpu};
          nk::rms_norm_backward(a.dy.cmat(), a.x.cmat(), rstd, {}, a.dx.mat(), dw);

@@ -12,16 +12,16 @@
 
 #include "buffers.hpp"
 #include "normkit/ops.hpp"
+#include "support/norm_kind.hpp"
 
 namespace normkit::test {
 
-enum class Op { layer, rms };
 // LayerNorm: none (no affine), weight (bias=False), bias only, both.
 // RMSNorm: none, weight, weight with offset 1 (Gemma's gain).
 enum class Affine { none, weight, bias, both, offset };
 
 struct Case {
-  Op op;
+  NormKind op;
   DType x;  // activations
   DType w;  // parameters
   Affine affine;
@@ -29,7 +29,7 @@ struct Case {
 
 inline std::string name_of(const Case& c) {
   static const char* affine[] = {"none", "weight", "bias", "both", "offset"};
-  return std::string(c.op == Op::layer ? "layer" : "rms") + "_" + std::string(dtype_name(c.x)) + "_w" +
+  return std::string(c.op == NormKind::layer_norm ? "layer" : "rms") + "_" + std::string(dtype_name(c.x)) + "_w" +
          std::string(dtype_name(c.w)) + "_" + affine[static_cast<int>(c.affine)];
 }
 
@@ -43,8 +43,8 @@ inline std::vector<Case> all_cases() {
       {DType::bf16, DType::bf16}, {DType::bf16, DType::f32}};
   std::vector<Case> out;
   for (auto [x, w] : dtypes) {
-    for (Affine a : {Affine::none, Affine::weight, Affine::bias, Affine::both}) out.push_back({Op::layer, x, w, a});
-    for (Affine a : {Affine::none, Affine::weight, Affine::offset}) out.push_back({Op::rms, x, w, a});
+    for (Affine a : {Affine::none, Affine::weight, Affine::bias, Affine::both}) out.push_back({NormKind::layer_norm, x, w, a});
+    for (Affine a : {Affine::none, Affine::weight, Affine::offset}) out.push_back({NormKind::rms_norm, x, w, a});
   }
   return out;
 }
@@ -54,7 +54,7 @@ using normkit::stat_dtype;  // the statistics dtype rule, normkit/ops.hpp
 // Parameters of one case, with their dense double values (absent filled in
 // as gain 1 / bias 0, and the RMSNorm offset added to the gain).
 struct Params {
-  Buffer weight, bias;
+  Array weight, bias;
   bool has_weight = false, has_bias = false;
   double offset = 0.0;
   std::vector<double> gain, shift;
@@ -80,13 +80,13 @@ inline Params make_params(const Case& c, std::int64_t D, std::mt19937_64& rng) {
 
 // The oracle's forward for a case.
 inline reference::Forward reference_forward(const Case& c, ConstMatrix x, const Params& p, double eps) {
-  return c.op == Op::layer ? reference::layer_norm(x, p.w(), p.b(), eps)
+  return c.op == NormKind::layer_norm ? reference::layer_norm(x, p.w(), p.b(), eps)
                            : reference::rms_norm(x, p.w(), eps, p.offset);
 }
 
 inline reference::Backward reference_backward(const Case& c, ConstMatrix dy, ConstMatrix x, const Params& p,
                                               double eps) {
-  return c.op == Op::layer ? reference::layer_norm_backward(dy, x, p.w(), eps)
+  return c.op == NormKind::layer_norm ? reference::layer_norm_backward(dy, x, p.w(), eps)
                            : reference::rms_norm_backward(dy, x, p.w(), eps, p.offset);
 }
 

@@ -39,13 +39,13 @@ TEST(Allocation, ForwardAllocatesNothing) {
       for (const Shape& s : kShapes) {
         SCOPED_TRACE(name_of(c) + " " + std::to_string(s.rows) + "x" + std::to_string(s.D) + " threads=" +
                      std::to_string(threads));
-        Buffer x(c.x, s.rows, s.D), r(c.x, s.rows, s.D), y(c.x, s.rows, s.D), h(c.x, s.rows, s.D);
-        Buffer mean(stat_dtype(c.x), 1, s.rows), rstd(stat_dtype(c.x), 1, s.rows);
+        Array x(c.x, s.rows, s.D), r(c.x, s.rows, s.D), y(c.x, s.rows, s.D), h(c.x, s.rows, s.D);
+        Array mean(stat_dtype(c.x), 1, s.rows), rstd(stat_dtype(c.x), 1, s.rows);
         fill_normal(x, rng);
         fill_normal(r, rng);
         const Params p = make_params(c, s.D, rng);
         AllocCount plain, fused;
-        if (c.op == Op::layer) {
+        if (c.op == NormKind::layer_norm) {
           plain = count_steady([&] { layer_norm(x.cmat(), p.w(), p.b(), 1e-5, y.mat(), mean.vec(), rstd.vec()); });
           fused = count_steady([&] {
             add_layer_norm(x.cmat(), r.cmat(), p.w(), p.b(), 1e-5, h.mat(), y.mat(), mean.vec(), rstd.vec());
@@ -85,13 +85,13 @@ TEST(Allocation, BackwardAllocatesNothingOnceWarm) {
       for (const Shape& s : kShapes) {
         SCOPED_TRACE(name_of(c) + " " + std::to_string(s.rows) + "x" + std::to_string(s.D) + " threads=" +
                      std::to_string(threads));
-        Buffer x(c.x, s.rows, s.D), dy(c.x, s.rows, s.D), y(c.x, s.rows, s.D), dx(c.x, s.rows, s.D);
-        Buffer mean(stat_dtype(c.x), 1, s.rows), rstd(stat_dtype(c.x), 1, s.rows), dw(c.w, 1, s.D), db(c.w, 1, s.D);
+        Array x(c.x, s.rows, s.D), dy(c.x, s.rows, s.D), y(c.x, s.rows, s.D), dx(c.x, s.rows, s.D);
+        Array mean(stat_dtype(c.x), 1, s.rows), rstd(stat_dtype(c.x), 1, s.rows), dw(c.w, 1, s.D), db(c.w, 1, s.D);
         fill_normal(x, rng);
         fill_normal(dy, rng);
         const Params p = make_params(c, s.D, rng);
         AllocCount n;
-        if (c.op == Op::layer) {
+        if (c.op == NormKind::layer_norm) {
           layer_norm(x.cmat(), p.w(), p.b(), 1e-5, y.mat(), mean.vec(), rstd.vec());
           n = count_steady([&] {
             layer_norm_backward(dy.cmat(), x.cmat(), mean.cvec(), rstd.cvec(), p.w(), dx.mat(), dw.vec(), db.vec());
@@ -118,14 +118,14 @@ TEST(Allocation, FirstCallOnANewThreadIsBounded) {
   std::mt19937_64 rng(3);
   for (int threads : {1, 2}) {
     set_num_threads(threads);
-    for (const Case& c : {Case{Op::layer, DType::f32, DType::f32, Affine::none},
-                          Case{Op::rms, DType::bf16, DType::f32, Affine::offset},
-                          Case{Op::layer, DType::f64, DType::f64, Affine::both}}) {
+    for (const Case& c : {Case{NormKind::layer_norm, DType::f32, DType::f32, Affine::none},
+                          Case{NormKind::rms_norm, DType::bf16, DType::f32, Affine::offset},
+                          Case{NormKind::layer_norm, DType::f64, DType::f64, Affine::both}}) {
       for (const Shape& s : {Shape{64, 768}, Shape{20000, 768}, Shape{64, 65537}}) {
         SCOPED_TRACE(name_of(c) + " " + std::to_string(s.rows) + "x" + std::to_string(s.D) + " threads=" +
                      std::to_string(threads));
-        Buffer x(c.x, s.rows, s.D), dy(c.x, s.rows, s.D), y(c.x, s.rows, s.D), dx(c.x, s.rows, s.D);
-        Buffer mean(stat_dtype(c.x), 1, s.rows), rstd(stat_dtype(c.x), 1, s.rows), dw(c.w, 1, s.D), db(c.w, 1, s.D);
+        Array x(c.x, s.rows, s.D), dy(c.x, s.rows, s.D), y(c.x, s.rows, s.D), dx(c.x, s.rows, s.D);
+        Array mean(stat_dtype(c.x), 1, s.rows), rstd(stat_dtype(c.x), 1, s.rows), dw(c.w, 1, s.D), db(c.w, 1, s.D);
         fill_normal(x, rng);
         fill_normal(dy, rng);
         const Params p = make_params(c, s.D, rng);
@@ -133,14 +133,14 @@ TEST(Allocation, FirstCallOnANewThreadIsBounded) {
         std::thread([&] {
           {
             const Counting counting;
-            if (c.op == Op::layer)
+            if (c.op == NormKind::layer_norm)
               layer_norm(x.cmat(), p.w(), p.b(), 1e-5, y.mat(), mean.vec(), rstd.vec());
             else
               rms_norm(x.cmat(), p.w(), 1e-5, y.mat(), rstd.vec(), p.offset);
             fwd = counting.count();
           }
           const Counting counting;
-          if (c.op == Op::layer)
+          if (c.op == NormKind::layer_norm)
             layer_norm_backward(dy.cmat(), x.cmat(), mean.cvec(), rstd.cvec(), p.w(), dx.mat(), dw.vec(), db.vec());
           else
             rms_norm_backward(dy.cmat(), x.cmat(), rstd.cvec(), p.w(), dx.mat(), dw.vec(), p.offset);

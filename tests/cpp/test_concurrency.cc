@@ -30,17 +30,17 @@ struct Job {
   std::string name;
   Case c;
   bool fused = false;
-  std::shared_ptr<const Buffer> x, residual, dy;
+  std::shared_ptr<const Array> x, residual, dy;
   std::shared_ptr<const Params> p;
   Bytes expected;
 
   Bytes run() const {
     const std::int64_t rows = x->rows(), D = x->cols();
     const DType st = stat_dtype(c.x);
-    Buffer y(c.x, rows, D), h(c.x, rows, D), mean(st, 1, rows), rstd(st, 1, rows), dx(c.x, rows, D);
-    Buffer dweight(c.w, 1, D), dbias(c.w, 1, D);
+    Array y(c.x, rows, D), h(c.x, rows, D), mean(st, 1, rows), rstd(st, 1, rows), dx(c.x, rows, D);
+    Array dweight(c.w, 1, D), dbias(c.w, 1, D);
     const double eps = 1e-5;
-    const bool layer = c.op == Op::layer;
+    const bool layer = c.op == NormKind::layer_norm;
     if (fused && layer) {
       add_layer_norm(x->cmat(), residual->cmat(), p->w(), p->b(), eps, h.mat(), y.mat(), mean.vec(), rstd.vec());
       add_layer_norm_backward(dy->cmat(), {}, h.cmat(), mean.cvec(), rstd.cvec(), p->w(), dx.mat(), dweight.vec(),
@@ -64,17 +64,17 @@ struct Job {
   void check_against_oracle() const {
     SCOPED_TRACE(name);
     const std::int64_t rows = x->rows(), D = x->cols();
-    Buffer y(c.x, rows, D), h(c.x, rows, D), mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows);
-    Buffer dx(c.x, rows, D);
+    Array y(c.x, rows, D), h(c.x, rows, D), mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows);
+    Array dx(c.x, rows, D);
     const Bytes b = run();
     std::memcpy(y.data(), b[0].data(), b[0].size());
     std::memcpy(h.data(), b[1].data(), b[1].size());
     std::memcpy(dx.data(), b[4].data(), b[4].size());
-    const Buffer& xin = fused ? h : *x;
+    const Array& xin = fused ? h : *x;
     const std::vector<double> xv = xin.values(), dyv = dy->values();
     const reference::Forward f = reference_forward(c, xin.cmat(), *p, 1e-5);
     const reference::Backward bw = reference_backward(c, dy->cmat(), xin.cmat(), *p, 1e-5);
-    const Scales s = scales(xv, &dyv, rows, D, p->gain, p->shift, f, c.op == Op::layer, c.x);
+    const Scales s = scales(xv, &dyv, rows, D, p->gain, p->shift, f, c.op == NormKind::layer_norm, c.x);
     EXPECT_TRUE(within_budget(y.values(), f.y, s.y, c.x, c.x, growth(D), "y"));
     EXPECT_TRUE(within_budget(dx.values(), bw.dx, s.dx, c.x, c.x, growth(D), "dx"));
   }
@@ -88,20 +88,20 @@ std::vector<Job> make_jobs() {
   const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{256, 768}, {97, 1111}, {1024, 64}, {3, 20000}};
   int k = 0;
   for (DType t : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
-    for (Op op : {Op::layer, Op::rms}) {
+    for (NormKind op : kNormKinds) {
       for (bool fused : {false, true}) {
         Job j;
-        j.c = {op, t, t, op == Op::layer ? Affine::both : Affine::offset};
+        j.c = {op, t, t, op == NormKind::layer_norm ? Affine::both : Affine::offset};
         j.fused = fused;
         const auto [rows, D] = shapes[static_cast<std::size_t>(k++) % shapes.size()];
         j.name = name_of(j.c) + (fused ? "_fused" : "") + "_" + std::to_string(rows) + "x" + std::to_string(D);
-        Buffer x(t, rows, D), residual(t, rows, D), dy(t, rows, D);
+        Array x(t, rows, D), residual(t, rows, D), dy(t, rows, D);
         fill_normal(x, rng, 0.5, 2.0);
         fill_normal(residual, rng);
         fill_normal(dy, rng);
-        j.x = std::make_shared<const Buffer>(std::move(x));
-        j.residual = std::make_shared<const Buffer>(std::move(residual));
-        j.dy = std::make_shared<const Buffer>(std::move(dy));
+        j.x = std::make_shared<const Array>(std::move(x));
+        j.residual = std::make_shared<const Array>(std::move(residual));
+        j.dy = std::make_shared<const Array>(std::move(dy));
         j.p = std::make_shared<const Params>(make_params(j.c, D, rng));
         jobs.push_back(std::move(j));
       }

@@ -22,10 +22,10 @@ void cuda_ok(cudaError_t e, const char* what) {
   ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorName(e) << ": " << cudaGetErrorString(e);
 }
 
-// A device copy of a host Buffer, with the same shape, stride and padding.
+// A device copy of a host Array, with the same shape, stride and padding.
 class OnGpu {
  public:
-  explicit OnGpu(Buffer& host) : host_(&host) {
+  explicit OnGpu(Array& host) : host_(&host) {
     cuda_ok(cudaMalloc(&d_, host.bytes().size()), "cudaMalloc");
     cuda_ok(cudaMemcpy(d_, host.data(), host.bytes().size(), cudaMemcpyHostToDevice), "to device");
   }
@@ -49,7 +49,7 @@ class OnGpu {
     v.data = d_;
     return v;
   }
-  Buffer* host_;
+  Array* host_;
   void* d_ = nullptr;
 };
 
@@ -91,23 +91,23 @@ TEST_P(CudaCases, ForwardMatchesOracle) {
     for (int layout = 0; layout < 3; ++layout) {  // contiguous, strided (unaligned), in place
       SCOPED_TRACE("rows=" + std::to_string(rows) + " D=" + std::to_string(D) + " layout=" + std::to_string(layout));
       const std::int64_t stride = layout == 0 ? D : D + 5;
-      Buffer x(c.x, rows, D, stride), y(c.x, rows, D, stride);
+      Array x(c.x, rows, D, stride), y(c.x, rows, D, stride);
       fill_normal(x, rng, 0.5, 2.0);
       Params p = make_params(c, D, rng);
       const std::vector<double> xv = x.values();
       const reference::Forward ref = reference_forward(c, x.cmat(), p, eps);
-      Buffer mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows);
+      Array mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows);
       OnGpu gx(x), gy(y), gmean(mean), grstd(rstd);
       GpuParams gp(p);
       OnGpu& out = layout == 2 ? gx : gy;
-      if (c.op == Op::layer)
+      if (c.op == NormKind::layer_norm)
         layer_norm(gx.cmat(), gp.w(), gp.b(), eps, out.mat(), gmean.vec(), grstd.vec());
       else
         rms_norm(gx.cmat(), gp.w(), eps, out.mat(), grstd.vec(), p.offset);
       out.back();
       grstd.back();
-      Buffer& yh = layout == 2 ? x : y;
-      const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == Op::layer);
+      Array& yh = layout == 2 ? x : y;
+      const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm);
       EXPECT_TRUE(within_budget(yh.values(), ref.y, s.y, c.x, c.x, growth(D), "y"));
       EXPECT_TRUE(yh.padding_intact()) << "y was written outside its rows";
       EXPECT_TRUE(within_budget(rstd.values(), ref.rstd, ref.rstd, stat_dtype(c.x), c.x, growth(D), "rstd"));
@@ -123,19 +123,19 @@ TEST_P(CudaCases, BackwardMatchesOracle) {
     for (bool strided : {false, true}) {
       SCOPED_TRACE("rows=" + std::to_string(rows) + " D=" + std::to_string(D) + (strided ? " strided" : ""));
       const std::int64_t stride = strided ? D + 3 : D;
-      Buffer x(c.x, rows, D, stride), dy(c.x, rows, D, stride), dx(c.x, rows, D, stride);
+      Array x(c.x, rows, D, stride), dy(c.x, rows, D, stride), dx(c.x, rows, D, stride);
       fill_normal(x, rng, 0.5, 2.0);
       fill_normal(dy, rng, 0.0, 1.0);
       Params p = make_params(c, D, rng);
       const std::vector<double> xv = x.values(), dyv = dy.values();
       const reference::Forward fwd = reference_forward(c, x.cmat(), p, eps);
       const reference::Backward ref = reference_backward(c, dy.cmat(), x.cmat(), p, eps);
-      Buffer y(c.x, rows, D, stride), mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows);
-      Buffer dweight(c.w, 1, D), dbias(c.w, 1, D);
+      Array y(c.x, rows, D, stride), mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows);
+      Array dweight(c.w, 1, D), dbias(c.w, 1, D);
       OnGpu gx(x), gdy(dy), gdx(dx), gy(y), gmean(mean), grstd(rstd), gdw(dweight), gdb(dbias);
       GpuParams gp(p);
       // Saved statistics come from the device's own forward, as in training.
-      if (c.op == Op::layer) {
+      if (c.op == NormKind::layer_norm) {
         layer_norm(gx.cmat(), gp.w(), gp.b(), eps, gy.mat(), gmean.vec(), grstd.vec());
         layer_norm_backward(gdy.cmat(), gx.cmat(), gmean.cvec(), grstd.cvec(), gp.w(), gdx.mat(), gdw.vec(),
                             gdb.vec());
@@ -146,12 +146,12 @@ TEST_P(CudaCases, BackwardMatchesOracle) {
       gdx.back();
       gdw.back();
       gdb.back();
-      const Scales s = scales(xv, &dyv, rows, D, p.gain, p.shift, fwd, c.op == Op::layer);
+      const Scales s = scales(xv, &dyv, rows, D, p.gain, p.shift, fwd, c.op == NormKind::layer_norm);
       EXPECT_TRUE(within_budget(dx.values(), ref.dx, s.dx, c.x, c.x, growth(D), "dx"));
       EXPECT_TRUE(dx.padding_intact());
       const double g_rows = growth(D) + growth(rows);
       EXPECT_TRUE(within_budget(dweight.values(), ref.dweight, s.dweight, c.w, c.x, g_rows, "dweight"));
-      if (c.op == Op::layer) {
+      if (c.op == NormKind::layer_norm) {
         EXPECT_TRUE(within_budget(dbias.values(), ref.dbias, s.dbias, c.w, c.x, growth(rows), "dbias"));
       }
       if (::testing::Test::HasFailure()) return;
@@ -166,21 +166,21 @@ INSTANTIATE_TEST_SUITE_P(AllCases, CudaCases, ::testing::ValuesIn(all_cases()),
 TEST_F(Cuda, FusedAddMatchesCpuStreamAndOracleNorm) {
   std::mt19937_64 rng(3);
   const double eps = 1e-6;
-  for (Op op : {Op::layer, Op::rms})
+  for (NormKind op : kNormKinds)
     for (auto [xd, rd] : {std::pair{DType::f32, DType::f32}, {DType::bf16, DType::f32}, {DType::f16, DType::f16}})
       for (auto [rows, D] : kShapes) {
         SCOPED_TRACE(std::string(dtype_name(xd)) + "/" + std::string(dtype_name(rd)) + " rows=" +
                      std::to_string(rows) + " D=" + std::to_string(D));
-        const Case c{op, xd, rd, op == Op::layer ? Affine::both : Affine::weight};
-        Buffer x(xd, rows, D), res(rd, rows, D), h(rd, rows, D), y(xd, rows, D), h_cpu(rd, rows, D),
+        const Case c{op, xd, rd, op == NormKind::layer_norm ? Affine::both : Affine::weight};
+        Array x(xd, rows, D), res(rd, rows, D), h(rd, rows, D), y(xd, rows, D), h_cpu(rd, rows, D),
             y_cpu(xd, rows, D);
-        Buffer mean(DType::f32, 1, rows), rstd(DType::f32, 1, rows);
+        Array mean(DType::f32, 1, rows), rstd(DType::f32, 1, rows);
         fill_normal(x, rng, 0.0, 1.0);
         fill_normal(res, rng, 0.5, 3.0);
         Params p = make_params(c, D, rng);
         OnGpu gx(x), gres(res), gh(h), gy(y), gmean(mean), grstd(rstd);
         GpuParams gp(p);
-        if (op == Op::layer) {
+        if (op == NormKind::layer_norm) {
           add_layer_norm(gx.cmat(), gres.cmat(), gp.w(), gp.b(), eps, gh.mat(), gy.mat(), gmean.vec(), grstd.vec());
           add_layer_norm(x.cmat(), res.cmat(), p.w(), p.b(), eps, h_cpu.mat(), y_cpu.mat());
         } else {
@@ -192,7 +192,7 @@ TEST_F(Cuda, FusedAddMatchesCpuStreamAndOracleNorm) {
         EXPECT_EQ(h.bytes(), h_cpu.bytes()) << "h differs from the CPU's one f32 addition";
         // y's oracle is the norm of the h that was written.
         const reference::Forward ref = reference_forward(c, h.cmat(), p, eps);
-        const Scales s = scales(h.values(), nullptr, rows, D, p.gain, p.shift, ref, op == Op::layer);
+        const Scales s = scales(h.values(), nullptr, rows, D, p.gain, p.shift, ref, op == NormKind::layer_norm);
         EXPECT_TRUE(within_budget(y.values(), ref.y, s.y, xd, xd, growth(D), "y"));
         if (::testing::Test::HasFailure()) return;
       }
@@ -203,8 +203,8 @@ TEST_F(Cuda, FusedAddMatchesCpuStreamAndOracleNorm) {
 TEST_F(Cuda, ParameterGradientsAreBitwiseReproducible) {
   std::mt19937_64 rng(11);
   const std::int64_t rows = 50000, D = 768;
-  Buffer x(DType::bf16, rows, D), dy(DType::bf16, rows, D), dx(DType::bf16, rows, D);
-  Buffer w(DType::f32, 1, D), rstd(DType::f32, 1, rows), dw1(DType::f32, 1, D), dw2(DType::f32, 1, D);
+  Array x(DType::bf16, rows, D), dy(DType::bf16, rows, D), dx(DType::bf16, rows, D);
+  Array w(DType::f32, 1, D), rstd(DType::f32, 1, rows), dw1(DType::f32, 1, D), dw2(DType::f32, 1, D);
   fill_normal(x, rng);
   fill_normal(dy, rng);
   fill_normal(w, rng, 1.0, 0.5);
@@ -221,7 +221,7 @@ TEST_F(Cuda, ParameterGradientsAreBitwiseReproducible) {
 // same bits there as on the default stream.
 TEST_F(Cuda, RunsOnTheCallersStream) {
   std::mt19937_64 rng(5);
-  Buffer x(DType::f32, 300, 4096), y1(DType::f32, 300, 4096), y2(DType::f32, 300, 4096);
+  Array x(DType::f32, 300, 4096), y1(DType::f32, 300, 4096), y2(DType::f32, 300, 4096);
   fill_normal(x, rng);
   OnGpu gx(x), gy1(y1), gy2(y2);
   cudaStream_t s = nullptr;
@@ -243,7 +243,7 @@ TEST_F(Cuda, RunsOnTheCallersStream) {
 // A backward over no rows still writes the parameter gradients (zero), on
 // the device.
 TEST_F(Cuda, BackwardOverNoRowsZeroesParameterGradients) {
-  Buffer x(DType::f32, 0, 16), dy(DType::f32, 0, 16), dx(DType::f32, 0, 16), mean(DType::f32, 1, 0),
+  Array x(DType::f32, 0, 16), dy(DType::f32, 0, 16), dx(DType::f32, 0, 16), mean(DType::f32, 1, 0),
       rstd(DType::f32, 1, 0), w(DType::f32, 1, 16), dw(DType::f32, 1, 16), db(DType::f32, 1, 16);
   for (std::int64_t j = 0; j < 16; ++j) {
     w.set(0, j, 1.0);
@@ -262,7 +262,7 @@ TEST_F(Cuda, BackwardOverNoRowsZeroesParameterGradients) {
 
 // Host memory in a view that says CUDA is refused before anything runs.
 TEST_F(Cuda, HostPointerInACudaViewIsAnError) {
-  Buffer x(DType::f32, 2, 8), y(DType::f32, 2, 8);
+  Array x(DType::f32, 2, 8), y(DType::f32, 2, 8);
   OnGpu gy(y);
   try {
     rms_norm(on_device(x.cmat(), Device::cuda, 0), {}, 1e-6, gy.mat());
@@ -283,7 +283,7 @@ TEST_F(Cuda, TensorAbove2To31Elements) {
   if (free < 2 * bytes + (std::size_t{1} << 30)) GTEST_SKIP() << "needs " << 2 * bytes << " bytes of device memory";
   // 16 random rows, repeated over the tensor.
   std::mt19937_64 rng(9);
-  Buffer pattern(DType::bf16, 16, D);
+  Array pattern(DType::bf16, 16, D);
   fill_normal(pattern, rng, 0.5, 2.0);
   void *dx = nullptr, *dy = nullptr;
   cuda_ok(cudaMalloc(&dx, bytes), "cudaMalloc x");
@@ -300,14 +300,14 @@ TEST_F(Cuda, TensorAbove2To31Elements) {
   cuda_ok(cudaDeviceSynchronize(), "kernel");
   const reference::Forward ref = reference::rms_norm(pattern.cmat(), {}, 1e-6, 0.0);
   for (std::int64_t r : {(std::int64_t{1} << 31) / D - 1, (std::int64_t{1} << 31) / D, rows - 1}) {
-    Buffer got(DType::bf16, 1, D);
+    Array got(DType::bf16, 1, D);
     cuda_ok(cudaMemcpy(got.data(), static_cast<char*>(dy) + static_cast<std::size_t>(r) * row_bytes, row_bytes,
                        cudaMemcpyDeviceToHost),
             "row back");
     const std::int64_t pr = r % 16;
     std::vector<double> want(ref.y.begin() + pr * D, ref.y.begin() + (pr + 1) * D);
     const std::vector<double> ones(static_cast<std::size_t>(D), 1.0);
-    Buffer xrow(DType::bf16, 1, D);
+    Array xrow(DType::bf16, 1, D);
     std::memcpy(xrow.data(), static_cast<const char*>(pattern.data()) + static_cast<std::size_t>(pr) * row_bytes,
                 row_bytes);
     const reference::Forward rref = reference::rms_norm(xrow.cmat(), {}, 1e-6, 0.0);

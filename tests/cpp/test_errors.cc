@@ -18,14 +18,14 @@ constexpr std::int64_t kRowsN = 4, kD = 16;
 
 // Valid arguments for every op; a case breaks one of them.
 struct Args {
-  Buffer x{DType::f32, kRowsN, kD}, residual{DType::f32, kRowsN, kD}, dy{DType::f32, kRowsN, kD};
-  Buffer y{DType::f32, kRowsN, kD}, h{DType::f32, kRowsN, kD}, dx{DType::f32, kRowsN, kD};
-  Buffer weight{DType::f32, 1, kD}, bias{DType::f32, 1, kD};
-  Buffer mean{DType::f32, 1, kRowsN}, rstd{DType::f32, 1, kRowsN};
-  Buffer dweight{DType::f32, 1, kD}, dbias{DType::f32, 1, kD};
+  Array x{DType::f32, kRowsN, kD}, residual{DType::f32, kRowsN, kD}, dy{DType::f32, kRowsN, kD};
+  Array y{DType::f32, kRowsN, kD}, h{DType::f32, kRowsN, kD}, dx{DType::f32, kRowsN, kD};
+  Array weight{DType::f32, 1, kD}, bias{DType::f32, 1, kD};
+  Array mean{DType::f32, 1, kRowsN}, rstd{DType::f32, 1, kRowsN};
+  Array dweight{DType::f32, 1, kD}, dbias{DType::f32, 1, kD};
   Args() {
     std::mt19937_64 rng(0);
-    for (Buffer* b : {&x, &residual, &dy, &weight, &bias}) fill_normal(*b, rng);
+    for (Array* b : {&x, &residual, &dy, &weight, &bias}) fill_normal(*b, rng);
     for (std::int64_t r = 0; r < kRowsN; ++r) {
       mean.set(0, r, 0.0);
       rstd.set(0, r, 1.0);
@@ -53,31 +53,31 @@ void expect_error(Args& a, const std::function<void(Args&)>& f, std::initializer
 TEST(Errors, ShapeMismatches) {
   Args a;
   expect_error(a, [](Args& s) {
-    Buffer w(DType::f32, 1, kD - 1);
+    Array w(DType::f32, 1, kD - 1);
     rms_norm(s.x.cmat(), w.cvec(), 1e-5, s.y.mat());
   }, {"rms_norm: weight has 15 elements, expected D = 16"});
   expect_error(a, [](Args& s) {
-    Buffer b(DType::f32, 1, kD + 1);
+    Array b(DType::f32, 1, kD + 1);
     layer_norm(s.x.cmat(), s.weight.cvec(), b.cvec(), 1e-5, s.y.mat());
   }, {"layer_norm: bias has 17 elements, expected D = 16"});
   expect_error(a, [](Args& s) {
-    Buffer y(DType::f32, kRowsN - 1, kD);
+    Array y(DType::f32, kRowsN - 1, kD);
     layer_norm(s.x.cmat(), {}, {}, 1e-5, y.mat());
   }, {"layer_norm: y has shape (3, 16), expected (4, 16)"});
   expect_error(a, [](Args& s) {
-    Buffer m(DType::f32, 1, kRowsN + 1);
+    Array m(DType::f32, 1, kRowsN + 1);
     layer_norm(s.x.cmat(), {}, {}, 1e-5, s.y.mat(), m.vec());
   }, {"layer_norm: mean has 5 elements, expected rows = 4"});
   expect_error(a, [](Args& s) {
-    Buffer r(DType::f32, 1, 2);
+    Array r(DType::f32, 1, 2);
     rms_norm_backward(s.dy.cmat(), s.x.cmat(), r.cvec(), {}, s.dx.mat());
   }, {"rms_norm_backward: rstd has 2 elements, expected rows = 4"});
   expect_error(a, [](Args& s) {
-    Buffer r(DType::f32, kRowsN, kD + 1);
+    Array r(DType::f32, kRowsN, kD + 1);
     add_rms_norm(s.x.cmat(), r.cmat(), {}, 1e-5, s.h.mat(), s.y.mat());
   }, {"add_rms_norm: residual has shape (4, 17)"});
   expect_error(a, [](Args& s) {
-    Buffer dw(DType::f32, 1, 3);
+    Array dw(DType::f32, 1, 3);
     layer_norm_backward(s.dy.cmat(), s.x.cmat(), s.mean.cvec(), s.rstd.cvec(), {}, s.dx.mat(), dw.vec());
   }, {"dweight has 3 elements, expected D = 16"});
 }
@@ -95,31 +95,31 @@ TEST(Errors, MissingRequiredArguments) {
 TEST(Errors, Dtypes) {
   Args a;
   expect_error(a, [](Args& s) {
-    Buffer y(DType::bf16, kRowsN, kD);
+    Array y(DType::bf16, kRowsN, kD);
     rms_norm(s.x.cmat(), {}, 1e-5, y.mat());
   }, {"rms_norm: y has dtype bf16, expected f32"});
   expect_error(a, [](Args&) {
-    Buffer x(DType::bf16, kRowsN, kD), y(DType::bf16, kRowsN, kD), w(DType::f16, 1, kD);
+    Array x(DType::bf16, kRowsN, kD), y(DType::bf16, kRowsN, kD), w(DType::f16, 1, kD);
     rms_norm(x.cmat(), w.cvec(), 1e-5, y.mat());
   }, {"weight has dtype f16, expected bf16 or f32"});
   expect_error(a, [](Args& s) {
-    Buffer x(DType::f64, kRowsN, kD), y(DType::f64, kRowsN, kD);
+    Array x(DType::f64, kRowsN, kD), y(DType::f64, kRowsN, kD);
     layer_norm(x.cmat(), s.weight.cvec(), {}, 1e-5, y.mat());
   }, {"weight has dtype f32, expected f64"});
   expect_error(a, [](Args& s) {
-    Buffer b(DType::f16, 1, kD);
+    Array b(DType::f16, 1, kD);
     layer_norm(s.x.cmat(), s.weight.cvec(), b.cvec(), 1e-5, s.y.mat());
   }, {"bias has dtype f16"});
   expect_error(a, [](Args&) {
-    Buffer x(DType::bf16, kRowsN, kD), y(DType::bf16, kRowsN, kD), m(DType::bf16, 1, kRowsN);
+    Array x(DType::bf16, kRowsN, kD), y(DType::bf16, kRowsN, kD), m(DType::bf16, 1, kRowsN);
     layer_norm(x.cmat(), {}, {}, 1e-5, y.mat(), m.vec());
   }, {"mean has dtype bf16, expected f32"});
   expect_error(a, [](Args& s) {
-    Buffer r(DType::f16, kRowsN, kD);
+    Array r(DType::f16, kRowsN, kD);
     add_rms_norm(s.x.cmat(), r.cmat(), {}, 1e-5, s.h.mat(), s.y.mat());
   }, {"residual has dtype f16, expected f32"});
   expect_error(a, [](Args& s) {
-    Buffer x(DType::bf16, kRowsN, kD), r(DType::bf16, kRowsN, kD), y(DType::bf16, kRowsN, kD);
+    Array x(DType::bf16, kRowsN, kD), r(DType::bf16, kRowsN, kD), y(DType::bf16, kRowsN, kD);
     add_rms_norm(x.cmat(), r.cmat(), {}, 1e-5, s.h.mat(), y.mat());  // h f32, residual bf16
   }, {"h has dtype f32, expected bf16"});
   expect_error(a, [](Args& s) {
@@ -133,7 +133,7 @@ TEST(Errors, Dtypes) {
 // their type error; any other problem is a plain Error.
 TEST(Errors, DtypeProblemsAreDTypeErrors) {
   Args a;
-  Buffer y(DType::bf16, kRowsN, kD);
+  Array y(DType::bf16, kRowsN, kD);
   EXPECT_THROW(rms_norm(a.x.cmat(), {}, 1e-5, y.mat()), DTypeError);
   try {
     rms_norm(a.x.cmat(), {}, -1.0, a.y.mat());
@@ -213,7 +213,7 @@ TEST(Errors, Overlap) {
   Args a;
   // y shifted by one element into x: partial overlap.
   expect_error(a, [](Args&) {
-    Buffer buf(DType::f32, kRowsN + 1, kD);
+    Array buf(DType::f32, kRowsN + 1, kD);
     ConstMatrix x = buf.cmat();
     x.rows = kRowsN;
     Matrix y = buf.mat();
@@ -223,7 +223,7 @@ TEST(Errors, Overlap) {
   }, {"rms_norm: y overlaps input x", "exactly the same view"});
   expect_error(a, [](Args& s) {
     Matrix y{s.weight.data(), DType::f32, 1, kD, kD, Device::cpu};
-    Buffer x(DType::f32, 1, kD);
+    Array x(DType::f32, 1, kD);
     layer_norm(x.cmat(), s.weight.cvec(), {}, 1e-5, y);
   }, {"y overlaps input weight, expected separate memory"});
   expect_error(a, [](Args& s) {
@@ -234,7 +234,7 @@ TEST(Errors, Overlap) {
     add_rms_norm(s.x.cmat(), s.residual.cmat(), {}, 1e-5, s.h.mat(), s.h.mat());
   }, {"h overlaps output y"});
   // Interleaved rows of one buffer share no element: not an overlap.
-  Buffer buf(DType::f32, 2 * kRowsN, kD);
+  Array buf(DType::f32, 2 * kRowsN, kD);
   std::mt19937_64 rng(1);
   fill_normal(buf, rng);
   ConstMatrix even{buf.data(), DType::f32, kRowsN, kD, 2 * kD, Device::cpu};
@@ -255,7 +255,7 @@ TEST(Errors, EmptyAndZeroWidth) {
   const auto before = a.outputs();
   layer_norm(ConstMatrix{nullptr, DType::f32, 0, kD, kD}, {}, {}, 1e-5, Matrix{nullptr, DType::f32, 0, kD, kD});
   EXPECT_EQ(a.outputs(), before);
-  Buffer dw(DType::f32, 1, kD);
+  Array dw(DType::f32, 1, kD);
   rms_norm_backward(ConstMatrix{nullptr, DType::f32, 0, kD, kD}, ConstMatrix{nullptr, DType::f32, 0, kD, kD},
                     ConstVector{nullptr, DType::f32, 0}, {}, Matrix{nullptr, DType::f32, 0, kD, kD}, dw.vec());
   for (std::int64_t j = 0; j < kD; ++j) EXPECT_EQ(dw.get(0, j), 0.0);

@@ -27,10 +27,10 @@ namespace {
 // for 16-bit x, in f32; LayerNorm with weight and bias, RMSNorm with a
 // weight and with Gemma's offset.
 std::vector<Case> cases_for(DType x) {
-  std::vector<Case> out = {{Op::layer, x, x, Affine::both}, {Op::rms, x, x, Affine::weight}};
+  std::vector<Case> out = {{NormKind::layer_norm, x, x, Affine::both}, {NormKind::rms_norm, x, x, Affine::weight}};
   if (x == DType::f16 || x == DType::bf16) {
-    out.push_back({Op::layer, x, DType::f32, Affine::none});
-    out.push_back({Op::rms, x, DType::f32, Affine::offset});
+    out.push_back({NormKind::layer_norm, x, DType::f32, Affine::none});
+    out.push_back({NormKind::rms_norm, x, DType::f32, Affine::offset});
   }
   return out;
 }
@@ -44,8 +44,8 @@ std::string sci(double v) {
   return buf;
 }
 
-Buffer make(DType t, std::int64_t rows, std::int64_t D, const Gen& gen) {
-  Buffer b(t, rows, D);
+Array make(DType t, std::int64_t rows, std::int64_t D, const Gen& gen) {
+  Array b(t, rows, D);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t j = 0; j < D; ++j) b.set(r, j, gen(r, j));
   return b;
@@ -64,39 +64,39 @@ std::vector<double> as_stored(std::vector<double> v, DType t) {
 
 // The kernels' forward of case c on x, checked against the oracle: y with the
 // documented bound, mean and rstd with the statistics' budget above.
-void expect_forward(const Case& c, const Buffer& x, const Params& p, double eps) {
+void expect_forward(const Case& c, const Array& x, const Params& p, double eps) {
   SCOPED_TRACE(name_of(c) + " forward, eps=" + sci(eps));
   const std::int64_t rows = x.rows(), D = x.cols();
   const DType st = stat_dtype(c.x);
   const reference::Forward ref = reference_forward(c, x.cmat(), p, eps);
-  Buffer y(c.x, rows, D), mean(st, 1, rows), rstd(st, 1, rows);
-  if (c.op == Op::layer)
+  Array y(c.x, rows, D), mean(st, 1, rows), rstd(st, 1, rows);
+  if (c.op == NormKind::layer_norm)
     layer_norm(x.cmat(), p.w(), p.b(), eps, y.mat(), mean.vec(), rstd.vec());
   else
     rms_norm(x.cmat(), p.w(), eps, y.mat(), rstd.vec(), p.offset);
 
   const std::vector<double> xv = x.values();
-  const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == Op::layer, c.x);
+  const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm, c.x);
   EXPECT_TRUE(within_budget(y.values(), ref.y, s.y, c.x, c.x, growth(D), "y"));
 
   const StatScales ss = stat_scales(xv, rows, D, ref, c.x);
   EXPECT_TRUE(within_budget(rstd.values(), as_stored(ref.rstd, st), ss.rstd, st, c.x, growth(D), "rstd"));
-  if (c.op == Op::layer) {
+  if (c.op == NormKind::layer_norm) {
     EXPECT_TRUE(within_budget(mean.values(), ref.mean, ss.mean, st, c.x, growth(D), "mean"));
   }
 }
 
 // The backward of case c at x with upstream gradient dy, statistics from the
 // kernels' own forward as in training, against the oracle's gradients.
-void expect_backward(const Case& c, const Buffer& x, const Buffer& dy, const Params& p, double eps) {
+void expect_backward(const Case& c, const Array& x, const Array& dy, const Params& p, double eps) {
   SCOPED_TRACE(name_of(c) + " backward, eps=" + sci(eps));
   const std::int64_t rows = x.rows(), D = x.cols();
   const DType st = stat_dtype(c.x);
   const reference::Forward fwd = reference_forward(c, x.cmat(), p, eps);
   const reference::Backward ref = reference_backward(c, dy.cmat(), x.cmat(), p, eps);
-  Buffer y(c.x, rows, D), mean(st, 1, rows), rstd(st, 1, rows), dx(c.x, rows, D);
-  Buffer dweight(c.w, 1, D), dbias(c.w, 1, D);
-  if (c.op == Op::layer) {
+  Array y(c.x, rows, D), mean(st, 1, rows), rstd(st, 1, rows), dx(c.x, rows, D);
+  Array dweight(c.w, 1, D), dbias(c.w, 1, D);
+  if (c.op == NormKind::layer_norm) {
     layer_norm(x.cmat(), p.w(), p.b(), eps, y.mat(), mean.vec(), rstd.vec());
     layer_norm_backward(dy.cmat(), x.cmat(), mean.cvec(), rstd.cvec(), p.w(), dx.mat(), dweight.vec(),
                         dbias.vec());
@@ -105,11 +105,11 @@ void expect_backward(const Case& c, const Buffer& x, const Buffer& dy, const Par
     rms_norm_backward(dy.cmat(), x.cmat(), rstd.cvec(), p.w(), dx.mat(), dweight.vec(), p.offset);
   }
   const std::vector<double> xv = x.values(), dyv = dy.values();
-  const Scales s = scales(xv, &dyv, rows, D, p.gain, p.shift, fwd, c.op == Op::layer, c.x);
+  const Scales s = scales(xv, &dyv, rows, D, p.gain, p.shift, fwd, c.op == NormKind::layer_norm, c.x);
   EXPECT_TRUE(within_budget(dx.values(), ref.dx, s.dx, c.x, c.x, growth(D), "dx"));
   EXPECT_TRUE(within_budget(dweight.values(), ref.dweight, s.dweight, c.w, c.x, growth(D) + growth(rows),
                             "dweight"));
-  if (c.op == Op::layer) {
+  if (c.op == NormKind::layer_norm) {
     EXPECT_TRUE(within_budget(dbias.values(), ref.dbias, s.dbias, c.w, c.x, growth(rows), "dbias"));
   }
 }
@@ -117,8 +117,8 @@ void expect_backward(const Case& c, const Buffer& x, const Buffer& dy, const Par
 // Forward and backward of every case of dtype t on the rows gen produces.
 void expect_both(DType t, std::int64_t rows, std::int64_t D, const Gen& gen, double eps, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const Buffer x = make(t, rows, D, gen);
-  Buffer dy(t, rows, D);
+  const Array x = make(t, rows, D, gen);
+  Array dy(t, rows, D);
   fill_normal(dy, rng);
   for (const Case& c : cases_for(t)) {
     const Params p = make_params(c, D, rng);
@@ -190,7 +190,7 @@ TEST(Extremes, SubnormalAndTinyRows) {
   for (auto [t, scale] : {std::pair{DType::f32, 1e-41}, std::pair{DType::bf16, 1e-40}, std::pair{DType::f16, 1e-6}}) {
     SCOPED_TRACE(std::string(dtype_name(t)) + " subnormal, eps = 0");
     std::mt19937_64 rng(11);
-    const Buffer x = make(t, 3, 300, normal(12, scale));
+    const Array x = make(t, 3, 300, normal(12, scale));
     for (const Case& c : cases_for(t)) expect_forward(c, x, make_params(c, 300, rng), 0.0);
   }
   // Tiny normal values, eps = 0: forward and backward (rstd ~1e30 fits).
@@ -279,9 +279,9 @@ TEST(Extremes, ZeroVarianceWithTinyEps) {
     for (double eps : eps_values) {
       for (std::int64_t D : {std::int64_t{1}, std::int64_t{3}}) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " eps=" + sci(eps) + " D=" + std::to_string(D));
-        Buffer x = make(t, 2, D, [](auto r, auto) { return r == 0 ? 7.8e19 : -2.5; });
+        Array x = make(t, 2, D, [](auto r, auto) { return r == 0 ? 7.8e19 : -2.5; });
         std::mt19937_64 rng(40);
-        const Case c{Op::layer, t, t, Affine::both};
+        const Case c{NormKind::layer_norm, t, t, Affine::both};
         expect_forward(c, x, make_params(c, D, rng), eps);
       }
     }
@@ -305,14 +305,14 @@ TEST(Extremes, ZeroEpsOnZeroRow) {
       SCOPED_TRACE(name_of(c));
       const std::int64_t rows = 3, D = 40;
       std::mt19937_64 rng(31);
-      Buffer x(t, rows, D), dy(t, rows, D);
+      Array x(t, rows, D), dy(t, rows, D);
       fill_normal(x, rng);
       fill_normal(dy, rng);
       for (std::int64_t j = 0; j < D; ++j) x.set(1, j, 0.0);
       const Params p = make_params(c, D, rng);
       const DType st = stat_dtype(t);
-      Buffer y(t, rows, D), mean(st, 1, rows), rstd(st, 1, rows), dx(t, rows, D), dw(c.w, 1, D), db(c.w, 1, D);
-      if (c.op == Op::layer) {
+      Array y(t, rows, D), mean(st, 1, rows), rstd(st, 1, rows), dx(t, rows, D), dw(c.w, 1, D), db(c.w, 1, D);
+      if (c.op == NormKind::layer_norm) {
         layer_norm(x.cmat(), p.w(), p.b(), 0.0, y.mat(), mean.vec(), rstd.vec());
         layer_norm_backward(dy.cmat(), x.cmat(), mean.cvec(), rstd.cvec(), p.w(), dx.mat(), dw.vec(), db.vec());
         EXPECT_EQ(mean.get(0, 1), 0.0);
@@ -327,13 +327,13 @@ TEST(Extremes, ZeroEpsOnZeroRow) {
       }
       // Rows 0 and 2 are the oracle's.
       for (std::int64_t r : {0, 2}) {
-        Buffer xr(t, 1, D), dyr(t, 1, D);
+        Array xr(t, 1, D), dyr(t, 1, D);
         for (std::int64_t j = 0; j < D; ++j) {
           xr.set(0, j, x.get(r, j));
           dyr.set(0, j, dy.get(r, j));
         }
         const reference::Forward ref = reference_forward(c, xr.cmat(), p, 0.0);
-        const Scales s = scales(xr.values(), nullptr, 1, D, p.gain, p.shift, ref, c.op == Op::layer, c.x);
+        const Scales s = scales(xr.values(), nullptr, 1, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm, c.x);
         std::vector<double> got(D);
         for (std::int64_t j = 0; j < D; ++j) got[j] = y.get(r, j);
         EXPECT_TRUE(within_budget(got, ref.y, s.y, t, t, growth(D), "y row " + std::to_string(r)));

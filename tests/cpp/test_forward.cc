@@ -17,29 +17,29 @@ void run_forward(const Case& c, std::int64_t rows, std::int64_t D, Layout layout
                " layout=" + std::to_string(static_cast<int>(layout)));
   const double eps = 1e-5;
   const std::int64_t stride = layout == Layout::contiguous ? D : D + 5;
-  Buffer x(c.x, rows, D, stride);
+  Array x(c.x, rows, D, stride);
   // A non-zero mean exercises LayerNorm's centring and RMSNorm's lack of it.
   fill_normal(x, rng, 0.5, 2.0);
   const Params p = make_params(c, D, rng);
   const std::vector<double> xv = x.values();
   const reference::Forward ref = reference_forward(c, x.cmat(), p, eps);
 
-  Buffer y_separate(c.x, rows, D, stride);
-  Buffer& y = layout == Layout::in_place ? x : y_separate;
-  Buffer mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows);
-  if (c.op == Op::layer)
+  Array y_separate(c.x, rows, D, stride);
+  Array& y = layout == Layout::in_place ? x : y_separate;
+  Array mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows);
+  if (c.op == NormKind::layer_norm)
     layer_norm(x.cmat(), p.w(), p.b(), eps, y.mat(), mean.vec(), rstd.vec());
   else
     rms_norm(x.cmat(), p.w(), eps, y.mat(), rstd.vec(), p.offset);
 
-  const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == Op::layer);
+  const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm);
   EXPECT_TRUE(within_budget(y.values(), ref.y, s.y, c.x, c.x, growth(D), "y"));
   EXPECT_TRUE(y.padding_intact()) << "y was written outside its rows";
   if (rows == 0) return;
   // Statistics are stored in f32 (f64); their budget is the accumulation's.
   const std::vector<double> rstd_scale = ref.rstd;
   EXPECT_TRUE(within_budget(rstd.values(), ref.rstd, rstd_scale, stat_dtype(c.x), c.x, growth(D), "rstd"));
-  if (c.op == Op::layer) {
+  if (c.op == NormKind::layer_norm) {
     std::vector<double> mean_scale(rows);
     for (std::int64_t r = 0; r < rows; ++r) {
       double a = 0;
@@ -69,9 +69,9 @@ INSTANTIATE_TEST_SUITE_P(AllCases, Forward, ::testing::ValuesIn(all_cases()),
 // Statistics are optional outputs: not asking for them changes nothing.
 TEST(Forward, StatisticsAreOptional) {
   std::mt19937_64 rng(1);
-  Buffer x(DType::f32, 5, 33);
+  Array x(DType::f32, 5, 33);
   fill_normal(x, rng);
-  Buffer y1(DType::f32, 5, 33), y2(DType::f32, 5, 33), mean(DType::f32, 1, 5), rstd(DType::f32, 1, 5);
+  Array y1(DType::f32, 5, 33), y2(DType::f32, 5, 33), mean(DType::f32, 1, 5), rstd(DType::f32, 1, 5);
   layer_norm(x.cmat(), {}, {}, 1e-5, y1.mat(), mean.vec(), rstd.vec());
   layer_norm(x.cmat(), {}, {}, 1e-5, y2.mat());
   EXPECT_EQ(y1.bytes(), y2.bytes());

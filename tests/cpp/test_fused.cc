@@ -9,12 +9,12 @@ namespace normkit::test {
 namespace {
 
 struct FusedCase {
-  Op op;
+  NormKind op;
   DType x, res, w;
 };
 
 std::string fused_name(const FusedCase& c) {
-  return std::string(c.op == Op::layer ? "layer" : "rms") + "_x" + std::string(dtype_name(c.x)) + "_res" +
+  return std::string(c.op == NormKind::layer_norm ? "layer" : "rms") + "_x" + std::string(dtype_name(c.x)) + "_res" +
          std::string(dtype_name(c.res)) + "_w" + std::string(dtype_name(c.w));
 }
 
@@ -25,7 +25,7 @@ std::vector<FusedCase> fused_cases() {
       {DType::bf16, DType::bf16, DType::bf16}, {DType::bf16, DType::f32, DType::f32},
       {DType::bf16, DType::f32, DType::bf16}};
   std::vector<FusedCase> out;
-  for (Op op : {Op::layer, Op::rms})
+  for (NormKind op : kNormKinds)
     for (auto [x, r, w] : dtypes) out.push_back({op, x, r, w});
   return out;
 }
@@ -39,18 +39,18 @@ void run_fused(const FusedCase& fc, std::int64_t rows, std::int64_t D, bool in_p
   SCOPED_TRACE("rows=" + std::to_string(rows) + " D=" + std::to_string(D) + (in_place ? " in-place" : "") +
                (with_dh_out ? " dh_out" : ""));
   const double eps = 1e-6;
-  const Case c{fc.op, fc.x, fc.w, fc.op == Op::layer ? Affine::both : Affine::weight};
+  const Case c{fc.op, fc.x, fc.w, fc.op == NormKind::layer_norm ? Affine::both : Affine::weight};
   const std::int64_t stride = D + 1;
-  Buffer x(fc.x, rows, D, stride), residual(fc.res, rows, D, stride);
+  Array x(fc.x, rows, D, stride), residual(fc.res, rows, D, stride);
   fill_normal(x, rng, 0.0, 1.0);
   fill_normal(residual, rng, 0.5, 3.0);
   const Params p = make_params(c, D, rng);
   const std::vector<double> xv = x.values(), rv = residual.values();
 
-  Buffer h_separate(fc.res, rows, D, stride);
-  Buffer& h = in_place ? residual : h_separate;  // the residual stream updated in place
-  Buffer y(fc.x, rows, D, stride), mean(stat_dtype(fc.x), 1, rows), rstd(stat_dtype(fc.x), 1, rows);
-  if (fc.op == Op::layer)
+  Array h_separate(fc.res, rows, D, stride);
+  Array& h = in_place ? residual : h_separate;  // the residual stream updated in place
+  Array y(fc.x, rows, D, stride), mean(stat_dtype(fc.x), 1, rows), rstd(stat_dtype(fc.x), 1, rows);
+  if (fc.op == NormKind::layer_norm)
     add_layer_norm(x.cmat(), residual.cmat(), p.w(), p.b(), eps, h.mat(), y.mat(), mean.vec(), rstd.vec());
   else
     add_rms_norm(x.cmat(), residual.cmat(), p.w(), eps, h.mat(), y.mat(), rstd.vec());
@@ -66,26 +66,26 @@ void run_fused(const FusedCase& fc, std::int64_t rows, std::int64_t D, bool in_p
   // y is the norm of h as stored.
   const std::vector<double> hv = h.values();
   const reference::Forward ref = reference_forward(c, h.cmat(), p, eps);
-  const Scales s = scales(hv, nullptr, rows, D, p.gain, p.shift, ref, fc.op == Op::layer);
+  const Scales s = scales(hv, nullptr, rows, D, p.gain, p.shift, ref, fc.op == NormKind::layer_norm);
   EXPECT_TRUE(within_budget(y.values(), ref.y, s.y, fc.x, fc.x, growth(D), "y"));
   EXPECT_TRUE(h.padding_intact() && y.padding_intact());
 
   // Backward: dh = norm_backward(dy) + dh_out.
-  Buffer dy(fc.x, rows, D, stride), dh_out(fc.res, rows, D, stride), dh_separate(fc.res, rows, D, stride);
+  Array dy(fc.x, rows, D, stride), dh_out(fc.res, rows, D, stride), dh_separate(fc.res, rows, D, stride);
   fill_normal(dy, rng);
   fill_normal(dh_out, rng, 0.0, 0.5);
   const std::vector<double> dyv = dy.values(), dov = dh_out.values();
-  Buffer& dh = in_place && with_dh_out ? dh_out : dh_separate;
-  Buffer dweight(fc.w, 1, D), dbias(fc.w, 1, D);
+  Array& dh = in_place && with_dh_out ? dh_out : dh_separate;
+  Array dweight(fc.w, 1, D), dbias(fc.w, 1, D);
   const ConstMatrix dout = with_dh_out ? dh_out.cmat() : ConstMatrix{};
-  if (fc.op == Op::layer)
+  if (fc.op == NormKind::layer_norm)
     add_layer_norm_backward(dy.cmat(), dout, h.cmat(), mean.cvec(), rstd.cvec(), p.w(), dh.mat(), dweight.vec(),
                             dbias.vec());
   else
     add_rms_norm_backward(dy.cmat(), dout, h.cmat(), rstd.cvec(), p.w(), dh.mat(), dweight.vec());
 
   reference::Backward bref = reference_backward(c, dy.cmat(), h.cmat(), p, eps);
-  const Scales sb = scales(hv, &dyv, rows, D, p.gain, p.shift, ref, fc.op == Op::layer);
+  const Scales sb = scales(hv, &dyv, rows, D, p.gain, p.shift, ref, fc.op == NormKind::layer_norm);
   std::vector<double> dh_scale = sb.dx;
   if (with_dh_out)
     for (std::size_t i = 0; i < dov.size(); ++i) {
@@ -95,7 +95,7 @@ void run_fused(const FusedCase& fc, std::int64_t rows, std::int64_t D, bool in_p
   EXPECT_TRUE(within_budget(dh.values(), bref.dx, dh_scale, fc.res, fc.x, growth(D), "dh"));
   EXPECT_TRUE(within_budget(dweight.values(), bref.dweight, sb.dweight, fc.w, fc.x, growth(D) + growth(rows),
                             "dweight"));
-  if (fc.op == Op::layer) {
+  if (fc.op == NormKind::layer_norm) {
     EXPECT_TRUE(within_budget(dbias.values(), bref.dbias, sb.dbias, fc.w, fc.x, growth(rows), "dbias"));
   }
 }
@@ -126,7 +126,7 @@ TEST(Fused, EqualsAddThenNorm) {
   for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
     for (std::int64_t D : {std::int64_t{300}, std::int64_t{4099}}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " D=" + std::to_string(D));
-      Buffer x(t, 4, D), r(t, 4, D), h(t, 4, D), y1(t, 4, D), y2(t, 4, D);
+      Array x(t, 4, D), r(t, 4, D), h(t, 4, D), y1(t, 4, D), y2(t, 4, D);
       fill_normal(x, rng);
       fill_normal(r, rng);
       for (std::int64_t row = 0; row < 4; ++row)

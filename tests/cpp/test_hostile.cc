@@ -13,7 +13,7 @@ namespace normkit::test {
 namespace {
 
 TEST(Hostile, NullDataWithOverflowingElementCount) {
-  Buffer y(DType::f32, 4, 16);
+  Array y(DType::f32, 4, 16);
   const std::int64_t big = std::int64_t{1} << 62;
   for (auto [rows, cols] : {std::pair{big, std::int64_t{3} << 20}, std::pair{std::numeric_limits<std::int64_t>::max(),
                                                                               std::numeric_limits<std::int64_t>::max()}}) {

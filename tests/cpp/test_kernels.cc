@@ -28,7 +28,6 @@ namespace {
 
 using detail::BackwardArgs;
 using detail::ForwardArgs;
-using detail::NormKind;
 
 // Forces run-time dispatch to one target for the scope.
 class ScopedTarget {
@@ -59,7 +58,6 @@ std::string target_test_name(const ::testing::TestParamInfo<std::int64_t>& info)
   return detail::cpu_target_name(info.param);
 }
 
-NormKind kind_of(Op op) { return op == Op::layer ? NormKind::layer : NormKind::rms; }
 
 // The value a kernel must store for h = x + residual: the sum in the compute
 // type (f32, or f64 for f64 data), rounded to h's dtype.
@@ -93,16 +91,16 @@ std::vector<double> mean_abs_rows(const std::vector<double>& v, std::int64_t row
 
 // Forward outputs of one kernel call, for comparisons.
 struct ForwardRun {
-  Buffer x_before, h, y, mean, rstd;
+  Array x_before, h, y, mean, rstd;
 };
 
 // Runs cpu_forward on x (and residual): layouts chosen by `in_place`.
-ForwardRun run_forward(const Case& c, std::optional<DType> res, Buffer& x, Buffer* residual, const Params& p,
+ForwardRun run_forward(const Case& c, std::optional<DType> res, Array& x, Array* residual, const Params& p,
                        double eps, bool in_place) {
   const std::int64_t rows = x.rows(), D = x.cols();
-  ForwardRun out{x, {}, {}, Buffer(stat_dtype(c.x), 1, rows), Buffer(stat_dtype(c.x), 1, rows)};
+  ForwardRun out{x, {}, {}, Array(stat_dtype(c.x), 1, rows), Array(stat_dtype(c.x), 1, rows)};
   ForwardArgs a;
-  a.kind = kind_of(c.op);
+  a.kind = c.op;
   a.rows = rows;
   a.D = D;
   a.x = x.data();
@@ -113,22 +111,22 @@ ForwardRun run_forward(const Case& c, std::optional<DType> res, Buffer& x, Buffe
   a.bias = p.has_bias ? p.bias.data() : nullptr;
   a.weight_offset = p.offset;
   a.eps = eps;
-  a.mean = c.op == Op::layer ? out.mean.data() : nullptr;
+  a.mean = c.op == NormKind::layer_norm ? out.mean.data() : nullptr;
   a.rstd = out.rstd.data();
-  Buffer* h = nullptr;
+  Array* h = nullptr;
   if (res) {
     a.residual = residual->data();
     a.residual_stride = residual->stride();
     a.res_dtype = *res;
     // In place: the residual stream is updated where it lies.
-    out.h = in_place ? Buffer() : Buffer(*res, rows, D, D + 1);
+    out.h = in_place ? Array() : Array(*res, rows, D, D + 1);
     h = in_place ? residual : &out.h;
     a.h = h->data();
     a.h_stride = h->stride();
   }
-  Buffer* y = &x;
+  Array* y = &x;
   if (!in_place) {
-    out.y = Buffer(c.x, rows, D, D + 2);
+    out.y = Array(c.x, rows, D, D + 2);
     y = &out.y;
   }
   a.y = y->data();
@@ -146,17 +144,17 @@ void check_forward(const Case& c, std::optional<DType> res, std::int64_t rows, s
   SCOPED_TRACE(name_of(c) + (res ? std::string(" res=") + std::string(dtype_name(*res)) : std::string()) +
                " rows=" + std::to_string(rows) + " D=" + std::to_string(D) + (in_place ? " in-place" : ""));
   const double eps = 1e-5;
-  Buffer x(c.x, rows, D, D + 3), residual;
+  Array x(c.x, rows, D, D + 3), residual;
   fill_normal(x, rng, 0.5, 2.0);
   if (res) {
-    residual = Buffer(*res, rows, D, D + 1);
+    residual = Array(*res, rows, D, D + 1);
     fill_normal(residual, rng, -0.3, 1.5);
   }
-  const Buffer residual_before = residual;
+  const Array residual_before = residual;
   const Params p = make_params(c, D, rng);
   const ForwardRun run = run_forward(c, res, x, res ? &residual : nullptr, p, eps, in_place);
 
-  const Buffer* normed = &run.x_before;
+  const Array* normed = &run.x_before;
   if (res) {
     // h is the compute-type sum rounded once to h's dtype: bit-exact.
     for (std::int64_t r = 0; r < rows; ++r)
@@ -169,11 +167,11 @@ void check_forward(const Case& c, std::optional<DType> res, std::int64_t rows, s
   }
   const std::vector<double> xv = normed->values();
   const reference::Forward ref = reference_forward(c, normed->cmat(), p, eps);
-  const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == Op::layer);
+  const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm);
   EXPECT_TRUE(within_budget(run.y.values(), ref.y, s.y, c.x, c.x, growth(D), "y"));
   EXPECT_TRUE(run.y.padding_intact()) << "y was written outside its rows";
   EXPECT_TRUE(within_budget(run.rstd.values(), ref.rstd, ref.rstd, stat_dtype(c.x), c.x, growth(D), "rstd"));
-  if (c.op == Op::layer) {
+  if (c.op == NormKind::layer_norm) {
     EXPECT_TRUE(within_budget(run.mean.values(), ref.mean, mean_abs_rows(xv, rows, D), stat_dtype(c.x), c.x,
                               growth(D), "mean"));
   }
@@ -181,7 +179,7 @@ void check_forward(const Case& c, std::optional<DType> res, std::int64_t rows, s
 
 // Affine options worth sweeping on every target: with and without gains,
 // and LayerNorm's bias without a weight (the stand-in ones row in w's dtype).
-bool swept(const Case& c) { return c.affine != Affine::weight || c.op == Op::rms; }
+bool swept(const Case& c) { return c.affine != Affine::weight || c.op == NormKind::rms_norm; }
 
 TEST_P(Kernels, ForwardEveryDtypeAndWidth) {
   ASSERT_STREQ(detail::active_cpu_target(), detail::cpu_target_name(GetParam()));
@@ -199,23 +197,23 @@ TEST_P(Kernels, ForwardEveryDtypeAndWidth) {
 }
 
 struct BackwardRun {
-  Buffer dx, dweight, dbias;
-  Buffer mean, rstd;  // the statistics it used
+  Array dx, dweight, dbias;
+  Array mean, rstd;  // the statistics it used
 };
 
 // Backward of one case on this target, with the statistics from this
 // target's own forward. xin is x (plain) or h (fused, with dh_out).
-BackwardRun run_backward(const Case& c, const Buffer& xin, const Buffer& dy_in, const Buffer* dh_out_in,
+BackwardRun run_backward(const Case& c, const Array& xin, const Array& dy_in, const Array* dh_out_in,
                          const Params& p, double eps, bool in_place) {
   const std::int64_t rows = xin.rows(), D = xin.cols();
   // Statistics: the forward of the plain op on xin (for the fused op, the
   // forward's statistics are those of h, which is what xin holds).
-  Buffer xin_copy = xin;
+  Array xin_copy = xin;
   const Case fc{c.op, xin.dtype(), xin.dtype() == c.x ? c.w : DType::f32, c.affine};
   Params fp = p;
   if (fc.w != c.w) {  // a f32 stream with 16-bit params: forward stats only need the same gains
-    fp.weight = Buffer(DType::f32, 1, D);
-    fp.bias = Buffer(DType::f32, 1, D);
+    fp.weight = Array(DType::f32, 1, D);
+    fp.bias = Array(DType::f32, 1, D);
     for (std::int64_t j = 0; j < D; ++j) {
       if (p.has_weight) fp.weight.set(0, j, p.weight.get(0, j));
       if (p.has_bias) fp.bias.set(0, j, p.bias.get(0, j));
@@ -223,11 +221,11 @@ BackwardRun run_backward(const Case& c, const Buffer& xin, const Buffer& dy_in, 
   }
   const ForwardRun f = run_forward(fc, std::nullopt, xin_copy, nullptr, fp, eps, false);
 
-  Buffer dy = dy_in;
-  Buffer dh_out = dh_out_in ? *dh_out_in : Buffer();
-  BackwardRun out{Buffer(), Buffer(c.w, 1, D), Buffer(c.w, 1, D), f.mean, f.rstd};
+  Array dy = dy_in;
+  Array dh_out = dh_out_in ? *dh_out_in : Array();
+  BackwardRun out{Array(), Array(c.w, 1, D), Array(c.w, 1, D), f.mean, f.rstd};
   BackwardArgs a;
-  a.kind = kind_of(c.op);
+  a.kind = c.op;
   a.rows = rows;
   a.D = D;
   a.dy = dy.data();
@@ -236,14 +234,14 @@ BackwardRun run_backward(const Case& c, const Buffer& xin, const Buffer& dy_in, 
   a.xin = xin.data();
   a.xin_stride = xin.stride();
   a.xin_dtype = xin.dtype();
-  a.mean = c.op == Op::layer ? f.mean.data() : nullptr;
+  a.mean = c.op == NormKind::layer_norm ? f.mean.data() : nullptr;
   a.rstd = f.rstd.data();
   a.weight = p.has_weight ? p.weight.data() : nullptr;
   a.weight_offset = p.offset;
   a.w_dtype = c.w;
   a.dweight = out.dweight.data();
-  a.dbias = c.op == Op::layer ? out.dbias.data() : nullptr;
-  Buffer* dx = nullptr;
+  a.dbias = c.op == NormKind::layer_norm ? out.dbias.data() : nullptr;
+  Array* dx = nullptr;
   if (dh_out_in) {
     a.dh_out = dh_out.data();
     a.dh_out_stride = dh_out.stride();
@@ -251,7 +249,7 @@ BackwardRun run_backward(const Case& c, const Buffer& xin, const Buffer& dy_in, 
   if (in_place) {
     dx = dh_out_in ? &dh_out : &dy;  // dh == dh_out (fused) or dx == dy (plain)
   } else {
-    out.dx = Buffer(xin.dtype(), rows, D, D + 2);
+    out.dx = Array(xin.dtype(), rows, D, D + 2);
     dx = &out.dx;
   }
   a.dx = dx->data();
@@ -269,14 +267,14 @@ void check_backward(const Case& c, DType xin_dtype, bool fused, std::int64_t row
   SCOPED_TRACE(name_of(c) + " xin=" + std::string(dtype_name(xin_dtype)) + (fused ? " fused" : "") +
                " rows=" + std::to_string(rows) + " D=" + std::to_string(D) + (in_place ? " in-place" : ""));
   const double eps = 1e-5;
-  Buffer xin(xin_dtype, rows, D, D + 3), dy(c.x, rows, D, D + 1), dh_out;
+  Array xin(xin_dtype, rows, D, D + 3), dy(c.x, rows, D, D + 1), dh_out;
   fill_normal(xin, rng, 0.5, 2.0);
   if (gen)
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t j = 0; j < D; ++j) xin.set(r, j, gen(r, j));
   fill_normal(dy, rng);
   if (fused) {
-    dh_out = Buffer(xin_dtype, rows, D, D + 4);
+    dh_out = Array(xin_dtype, rows, D, D + 4);
     fill_normal(dh_out, rng, 0.0, 0.5);
   }
   const Params p = make_params(c, D, rng);
@@ -285,7 +283,7 @@ void check_backward(const Case& c, DType xin_dtype, bool fused, std::int64_t row
   const std::vector<double> xv = xin.values(), dyv = dy.values();
   const reference::Forward fwd = reference_forward(c, xin.cmat(), p, eps);
   reference::Backward ref = reference_backward(c, dy.cmat(), xin.cmat(), p, eps);
-  const Scales s = scales(xv, &dyv, rows, D, p.gain, p.shift, fwd, c.op == Op::layer);
+  const Scales s = scales(xv, &dyv, rows, D, p.gain, p.shift, fwd, c.op == NormKind::layer_norm);
   std::vector<double> dx_scale = s.dx;
   if (fused) {
     const std::vector<double> dov = dh_out.values();
@@ -298,7 +296,7 @@ void check_backward(const Case& c, DType xin_dtype, bool fused, std::int64_t row
   EXPECT_TRUE(run.dx.padding_intact());
   EXPECT_TRUE(within_budget(run.dweight.values(), ref.dweight, s.dweight, c.w, c.x, growth(D) + growth(rows),
                             "dweight"));
-  if (c.op == Op::layer) {
+  if (c.op == NormKind::layer_norm) {
     EXPECT_TRUE(within_budget(run.dbias.values(), ref.dbias, s.dbias, c.w, c.x, growth(rows), "dbias"));
   }
 }
@@ -327,11 +325,11 @@ TEST_P(Kernels, BackwardEveryDtypeAndWidth) {
 // start at a pair boundary is written with ordinary stores.
 TEST_P(Kernels, LargeOutputsWithStreamingStores) {
   std::mt19937_64 rng(10);
-  const std::pair<Case, std::int64_t> cases[] = {{Case{Op::layer, DType::f32, DType::f32, Affine::both}, 4097},
-                                                 {Case{Op::rms, DType::bf16, DType::f32, Affine::offset}, 4097},
-                                                 {Case{Op::layer, DType::f16, DType::f16, Affine::bias}, 4097},
-                                                 {Case{Op::layer, DType::bf16, DType::bf16, Affine::both}, 1000},
-                                                 {Case{Op::rms, DType::f16, DType::f16, Affine::offset}, 1000}};
+  const std::pair<Case, std::int64_t> cases[] = {{Case{NormKind::layer_norm, DType::f32, DType::f32, Affine::both}, 4097},
+                                                 {Case{NormKind::rms_norm, DType::bf16, DType::f32, Affine::offset}, 4097},
+                                                 {Case{NormKind::layer_norm, DType::f16, DType::f16, Affine::bias}, 4097},
+                                                 {Case{NormKind::layer_norm, DType::bf16, DType::bf16, Affine::both}, 1000},
+                                                 {Case{NormKind::rms_norm, DType::f16, DType::f16, Affine::offset}, 1000}};
   for (const auto& [c, D] : cases) {
     const std::int64_t rows = detail::kStreamMinBytes / (D * static_cast<std::int64_t>(dtype_size(c.x))) + 1;
     // An output whose pages are mapped in (written once: zeroed here).
@@ -415,7 +413,7 @@ std::vector<std::uint32_t> f32_patterns() {
   return out;
 }
 
-std::uint16_t bits16(const Buffer& b, std::int64_t j) {
+std::uint16_t bits16(const Array& b, std::int64_t j) {
   std::uint16_t v;
   std::memcpy(&v, static_cast<const unsigned char*>(b.data()) + 2 * j, 2);
   return v;
@@ -428,14 +426,14 @@ TEST_P(Kernels, DemotionRoundsToNearestEven) {
     if (insn && !detail::cpu_has_bf16_instructions()) continue;
     SCOPED_TRACE(std::string(dtype_name(t)) + (insn ? " with the AVX-512 BF16 instruction" : ""));
     const ScopedBf16Instructions scope(insn);
-    Buffer x(t, 2, D), bias(DType::f32, 1, D), y(t, 2, D);
+    Array x(t, 2, D), bias(DType::f32, 1, D), y(t, 2, D);
     for (std::int64_t j = 0; j < D; ++j) {
       x.set(0, j, 1.0);
       x.set(1, j, -3.0);
       std::memcpy(static_cast<float*>(bias.data()) + j, &bits[j], 4);
     }
     ForwardArgs a;
-    a.kind = NormKind::layer;
+    a.kind = NormKind::layer_norm;
     a.rows = 2;
     a.D = D;
     a.x = x.data();
@@ -471,14 +469,14 @@ TEST_P(Kernels, PromotionIsExact) {
   const std::int64_t D = 1 << 16;  // every 16-bit pattern
   for (DType t : {DType::f16, DType::bf16}) {
     SCOPED_TRACE(std::string(dtype_name(t)));
-    Buffer x(t, 1, D), r(DType::f32, 1, D), h(DType::f32, 1, D), y(t, 1, D);
+    Array x(t, 1, D), r(DType::f32, 1, D), h(DType::f32, 1, D), y(t, 1, D);
     for (std::int64_t j = 0; j < D; ++j) {
       const std::uint16_t v = static_cast<std::uint16_t>(j);
       std::memcpy(static_cast<unsigned char*>(x.data()) + 2 * j, &v, 2);
       r.set(0, j, -0.0);
     }
     ForwardArgs a;
-    a.kind = NormKind::rms;
+    a.kind = NormKind::rms_norm;
     a.rows = 1;
     a.D = D;
     a.x = x.data();
@@ -519,7 +517,7 @@ void check_rows(const Case& c, std::int64_t rows, std::int64_t D, const std::fun
                 double eps, const std::string& what, double ref_scale = 1.0) {
   SCOPED_TRACE(what + " " + name_of(c) + " D=" + std::to_string(D));
   std::mt19937_64 rng(4);
-  Buffer x(c.x, rows, D), xs(c.x, rows, D);
+  Array x(c.x, rows, D), xs(c.x, rows, D);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t j = 0; j < D; ++j) {
       x.set(r, j, f(r, j));
@@ -530,7 +528,7 @@ void check_rows(const Case& c, std::int64_t rows, std::int64_t D, const std::fun
   const ForwardRun run = run_forward(c, std::nullopt, x, nullptr, p, eps, false);
   const std::vector<double> xv = run.x_before.values();
   reference::Forward ref = reference_forward(c, xs.cmat(), p, eps * ref_scale * ref_scale);
-  const Scales s = scales(xs.values(), nullptr, rows, D, p.gain, p.shift, ref, c.op == Op::layer);
+  const Scales s = scales(xs.values(), nullptr, rows, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm);
   for (double& m : ref.mean) m /= ref_scale;
   for (double& r : ref.rstd) r *= ref_scale;
   EXPECT_TRUE(within_budget(run.y.values(), ref.y, s.y, c.x, c.x, growth(D), "y"));
@@ -544,7 +542,7 @@ void check_rows(const Case& c, std::int64_t rows, std::int64_t D, const std::fun
     EXPECT_TRUE(within_budget({run.rstd.get(0, r)}, {ref.rstd[r]}, {ref.rstd[r]}, stat_dtype(c.x), c.x, growth(D),
                               "rstd of row " + std::to_string(r)));
   }
-  if (c.op == Op::layer) {
+  if (c.op == NormKind::layer_norm) {
     EXPECT_TRUE(within_budget(run.mean.values(), ref.mean, mean_abs_rows(xv, rows, D), stat_dtype(c.x), c.x,
                               growth(D), "mean"));
   }
@@ -552,7 +550,7 @@ void check_rows(const Case& c, std::int64_t rows, std::int64_t D, const std::fun
 
 std::vector<Case> extreme_cases(DType t) {
   const DType w = t == DType::f64 ? DType::f64 : DType::f32;
-  return {{Op::layer, t, w, Affine::both}, {Op::rms, t, w, Affine::weight}};
+  return {{NormKind::layer_norm, t, w, Affine::both}, {NormKind::rms_norm, t, w, Affine::weight}};
 }
 
 TEST_P(Kernels, HugeRowsDoNotOverflowTheStatistics) {
@@ -595,13 +593,13 @@ TEST_P(Kernels, CancellationAndOutliers) {
   std::mt19937_64 rng(7);
   std::normal_distribution<double> n01;
   for (DType t : {DType::f32, DType::f64, DType::bf16}) {
-    const Case ln{Op::layer, t, t == DType::f64 ? t : DType::f32, Affine::both};
+    const Case ln{NormKind::layer_norm, t, t == DType::f64 ? t : DType::f32, Affine::both};
     for (std::int64_t D : {111, 4096, 65537}) {
       // A large common offset: E[x²] − E[x]² would cancel every digit.
       check_rows(ln, 2, D, [&](std::int64_t, std::int64_t) { return 1e4 + 1e-2 * n01(rng); }, 1e-12, "1e4+noise");
       // One huge element in a long row.
       check_rows(ln, 2, D, [&](std::int64_t, std::int64_t j) { return j == D / 3 ? 1e6 : n01(rng); }, 1e-5, "outlier");
-      const Case rms{Op::rms, t, ln.w, Affine::weight};
+      const Case rms{NormKind::rms_norm, t, ln.w, Affine::weight};
       check_rows(rms, 2, D, [&](std::int64_t, std::int64_t j) { return j == D / 3 ? 1e6 : n01(rng); }, 1e-5, "outlier");
     }
   }
@@ -620,8 +618,8 @@ TEST_P(Kernels, BackwardOfExtremeRows) {
   std::normal_distribution<double> n01;
   const double bf16_max = 3.3895313892515355e38;
   for (std::int64_t D : {64, 4097}) {
-    for (const Case& c : {Case{Op::layer, DType::bf16, DType::f32, Affine::both},
-                          Case{Op::rms, DType::bf16, DType::bf16, Affine::weight}}) {
+    for (const Case& c : {Case{NormKind::layer_norm, DType::bf16, DType::f32, Affine::both},
+                          Case{NormKind::rms_norm, DType::bf16, DType::bf16, Affine::weight}}) {
       check_backward(c, c.x, false, 2, D, false, rng, [&](std::int64_t r, std::int64_t j) {
         return (r + j) % 3 == 0 ? -bf16_max : bf16_max;
       });
@@ -640,7 +638,7 @@ TEST_P(Kernels, NonFiniteRowsStayInTheirRow) {
         SCOPED_TRACE(name_of(c) + " bad=" + std::to_string(bad));
         const std::int64_t rows = 3, D = 111;
         std::mt19937_64 rng(8);
-        Buffer x(t, rows, D);
+        Array x(t, rows, D);
         fill_normal(x, rng);
         x.set(1, 50, bad);
         const Params p = make_params(c, D, rng);
@@ -649,10 +647,10 @@ TEST_P(Kernels, NonFiniteRowsStayInTheirRow) {
         // an Inf, rstd = 0 makes the finite elements 0, as in the oracle and
         // PyTorch); its statistics are not finite; other rows are untouched.
         const reference::Forward ref = reference_forward(c, run.x_before.cmat(), p, 1e-5);
-        const Scales s = scales(run.x_before.values(), nullptr, rows, D, p.gain, p.shift, ref, c.op == Op::layer);
+        const Scales s = scales(run.x_before.values(), nullptr, rows, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm);
         EXPECT_TRUE(within_budget(run.y.values(), ref.y, s.y, t, t, growth(D), "y"));
         EXPECT_FALSE(std::isfinite(run.y.get(1, 50)));
-        if (c.op == Op::layer) {
+        if (c.op == NormKind::layer_norm) {
           EXPECT_FALSE(std::isfinite(run.mean.get(0, 1)));
           EXPECT_FALSE(std::isfinite(run.rstd.get(0, 1)));
         } else {
@@ -673,13 +671,13 @@ TEST_P(Kernels, NonFiniteRowsStayInTheirRow) {
 // several blocks.
 TEST_P(Kernels, SingleBlockGradientsMatchTheReduction) {
   std::mt19937_64 rng(12);
-  for (const Case& c : {Case{Op::layer, DType::f32, DType::f32, Affine::both},
-                        Case{Op::rms, DType::f32, DType::f32, Affine::offset},
-                        Case{Op::layer, DType::f64, DType::f64, Affine::weight}}) {
+  for (const Case& c : {Case{NormKind::layer_norm, DType::f32, DType::f32, Affine::both},
+                        Case{NormKind::rms_norm, DType::f32, DType::f32, Affine::offset},
+                        Case{NormKind::layer_norm, DType::f64, DType::f64, Affine::weight}}) {
     for (std::int64_t D : {std::int64_t{64}, std::int64_t{4096}}) {
       SCOPED_TRACE(name_of(c) + " D=" + std::to_string(D));
       const std::int64_t rows = 3, padded_rows = 40;
-      Buffer x(c.x, padded_rows, D), dy(c.x, padded_rows, D);
+      Array x(c.x, padded_rows, D), dy(c.x, padded_rows, D);
       fill_normal(x, rng, 0.5, 2.0);
       fill_normal(dy, rng);
       for (std::int64_t r = rows; r < padded_rows; ++r)
@@ -688,27 +686,27 @@ TEST_P(Kernels, SingleBlockGradientsMatchTheReduction) {
       const BackwardRun padded = run_backward(c, x, dy, nullptr, p, 1e-5, false);
 
       // The first rows alone, gradients one element past an aligned address.
-      Buffer x3(c.x, rows, D), dy3(c.x, rows, D), dx3(c.x, rows, D);
+      Array x3(c.x, rows, D), dy3(c.x, rows, D), dx3(c.x, rows, D);
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t j = 0; j < D; ++j) {
           x3.set(r, j, x.get(r, j));
           dy3.set(r, j, dy.get(r, j));
         }
-      Buffer mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows);
+      Array mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows);
       for (std::int64_t r = 0; r < rows; ++r) {
         mean.set(0, r, padded.mean.get(0, r));
         rstd.set(0, r, padded.rstd.get(0, r));
       }
-      Buffer grads(c.w, 1, 2 * D + 3);  // dweight at element 1, dbias at D + 2
+      Array grads(c.w, 1, 2 * D + 3);  // dweight at element 1, dbias at D + 2
       BackwardArgs a;
-      a.kind = kind_of(c.op);
+      a.kind = c.op;
       a.rows = rows;
       a.D = D;
       a.dy = dy3.data();
       a.dy_stride = D;
       a.xin = x3.data();
       a.xin_stride = D;
-      a.mean = c.op == Op::layer ? mean.data() : nullptr;
+      a.mean = c.op == NormKind::layer_norm ? mean.data() : nullptr;
       a.rstd = rstd.data();
       a.weight = p.has_weight ? p.weight.data() : nullptr;
       a.weight_offset = p.offset;
@@ -716,7 +714,7 @@ TEST_P(Kernels, SingleBlockGradientsMatchTheReduction) {
       a.dx_stride = D;
       const std::size_t es = dtype_size(c.w);
       a.dweight = static_cast<unsigned char*>(grads.data()) + es;
-      a.dbias = c.op == Op::layer ? static_cast<unsigned char*>(grads.data()) + (D + 2) * es : nullptr;
+      a.dbias = c.op == NormKind::layer_norm ? static_cast<unsigned char*>(grads.data()) + (D + 2) * es : nullptr;
       a.dy_dtype = c.x;
       a.xin_dtype = c.x;
       a.w_dtype = c.w;
@@ -725,16 +723,16 @@ TEST_P(Kernels, SingleBlockGradientsMatchTheReduction) {
         ASSERT_EQ(std::bit_cast<std::uint64_t>(grads.get(0, 1 + j)),
                   std::bit_cast<std::uint64_t>(padded.dweight.get(0, j)))
             << "dweight " << j;
-        if (c.op == Op::layer) {
+        if (c.op == NormKind::layer_norm) {
           ASSERT_EQ(std::bit_cast<std::uint64_t>(grads.get(0, D + 2 + j)),
                     std::bit_cast<std::uint64_t>(padded.dbias.get(0, j)))
               << "dbias " << j;
         }
       }
-      EXPECT_EQ(grads.get(0, 0), Buffer::kSentinel);  // nothing written around them
-      EXPECT_EQ(grads.get(0, D + 1), Buffer::kSentinel);
-      if (c.op == Op::rms) {
-        EXPECT_EQ(grads.get(0, D + 2), Buffer::kSentinel);
+      EXPECT_EQ(grads.get(0, 0), Array::kSentinel);  // nothing written around them
+      EXPECT_EQ(grads.get(0, D + 1), Array::kSentinel);
+      if (c.op == NormKind::rms_norm) {
+        EXPECT_EQ(grads.get(0, D + 2), Array::kSentinel);
       }
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t j = 0; j < D; ++j) ASSERT_EQ(dx3.get(r, j), padded.dx.get(r, j)) << r << ", " << j;
@@ -750,31 +748,31 @@ TEST_P(Kernels, BitwiseAcrossThreadCounts) {
   };
   std::mt19937_64 rng(9);
   const std::vector<std::pair<Case, std::optional<DType>>> cases = {
-      {{Op::layer, DType::bf16, DType::f32, Affine::both}, DType::f32},
-      {{Op::layer, DType::f32, DType::f32, Affine::both}, std::nullopt},
-      {{Op::rms, DType::f16, DType::f16, Affine::offset}, DType::f16},
-      {{Op::layer, DType::f64, DType::f64, Affine::weight}, DType::f64}};
+      {{NormKind::layer_norm, DType::bf16, DType::f32, Affine::both}, DType::f32},
+      {{NormKind::layer_norm, DType::f32, DType::f32, Affine::both}, std::nullopt},
+      {{NormKind::rms_norm, DType::f16, DType::f16, Affine::offset}, DType::f16},
+      {{NormKind::layer_norm, DType::f64, DType::f64, Affine::weight}, DType::f64}};
   for (const auto& [c, res] : cases) {
     for (Shape sh : {Shape{333, 4097}, Shape{1000, 64}, Shape{3, 65537}}) {
       SCOPED_TRACE(name_of(c) + " rows=" + std::to_string(sh.rows) + " D=" + std::to_string(sh.D));
-      Buffer x(c.x, sh.rows, sh.D), dy(c.x, sh.rows, sh.D), residual;
+      Array x(c.x, sh.rows, sh.D), dy(c.x, sh.rows, sh.D), residual;
       fill_normal(x, rng, 0.5, 2.0);
       fill_normal(dy, rng);
       if (res) {
-        residual = Buffer(*res, sh.rows, sh.D);
+        residual = Array(*res, sh.rows, sh.D);
         fill_normal(residual, rng);
       }
-      Buffer dh_out = res ? residual : Buffer();
+      Array dh_out = res ? residual : Array();
       const Params p = make_params(c, sh.D, rng);
       std::vector<unsigned char> first;
       for (int threads : {1, 2, 7}) {
         set_num_threads(threads);
-        Buffer xc = x, rc = residual;
+        Array xc = x, rc = residual;
         const ForwardRun f = run_forward(c, res, xc, res ? &rc : nullptr, p, 1e-5, false);
-        const Buffer& xin = res ? f.h : x;
+        const Array& xin = res ? f.h : x;
         const BackwardRun b = run_backward(c, xin, dy, res ? &dh_out : nullptr, p, 1e-5, false);
         std::vector<unsigned char> all;
-        for (const Buffer* o : {&f.h, &f.y, &f.mean, &f.rstd, &b.dx, &b.dweight, &b.dbias})
+        for (const Array* o : {&f.h, &f.y, &f.mean, &f.rstd, &b.dx, &b.dweight, &b.dbias})
           all.insert(all.end(), o->bytes().begin(), o->bytes().end());
         if (threads == 1) {
           first = all;
@@ -798,15 +796,15 @@ TEST(KernelBf16, InstructionsRoundAsTheIntegerCode) {
   ASSERT_STREQ(detail::active_cpu_target(), "AVX3");
   std::mt19937_64 rng(11);
   const std::vector<std::pair<Case, DType>> cases = {
-      {{Op::layer, DType::bf16, DType::f32, Affine::both}, DType::f32},
-      {{Op::layer, DType::bf16, DType::bf16, Affine::both}, DType::bf16},
-      {{Op::rms, DType::bf16, DType::bf16, Affine::offset}, DType::bf16}};
+      {{NormKind::layer_norm, DType::bf16, DType::f32, Affine::both}, DType::f32},
+      {{NormKind::layer_norm, DType::bf16, DType::bf16, Affine::both}, DType::bf16},
+      {{NormKind::rms_norm, DType::bf16, DType::bf16, Affine::offset}, DType::bf16}};
   const float subnormal = std::bit_cast<float>(0x00012345u);
   for (const auto& [c, res] : cases) {
     for (std::int64_t D : {std::int64_t{4097}, std::int64_t{768}, std::int64_t{37}}) {
       SCOPED_TRACE(name_of(c) + " res=" + std::string(dtype_name(res)) + " D=" + std::to_string(D));
       const std::int64_t rows = 70;
-      Buffer x(c.x, rows, D), dy(c.x, rows, D), residual(res, rows, D);
+      Array x(c.x, rows, D), dy(c.x, rows, D), residual(res, rows, D);
       fill_normal(x, rng, 0.5, 2.0);
       fill_normal(dy, rng);
       fill_normal(residual, rng);
@@ -827,12 +825,12 @@ TEST(KernelBf16, InstructionsRoundAsTheIntegerCode) {
       std::vector<unsigned char> with_insn;
       for (bool insn : {true, false}) {
         const ScopedBf16Instructions scope(insn);
-        Buffer xc = x, rc = residual, dh_out = residual;
+        Array xc = x, rc = residual, dh_out = residual;
         const ForwardRun f = run_forward(c, res, xc, &rc, p, 1e-5, false);
         const BackwardRun b = run_backward(c, f.h, dy, &dh_out, p, 1e-5, false);
         const BackwardRun plain = run_backward(c, x, dy, nullptr, p, 1e-5, false);
         std::vector<unsigned char> all;
-        for (const Buffer* o : {&f.h, &f.y, &f.mean, &f.rstd, &b.dx, &b.dweight, &b.dbias, &plain.dx,
+        for (const Array* o : {&f.h, &f.y, &f.mean, &f.rstd, &b.dx, &b.dweight, &b.dbias, &plain.dx,
                                 &plain.dweight, &plain.dbias})
           all.insert(all.end(), o->bytes().begin(), o->bytes().end());
         if (insn) {

@@ -49,7 +49,7 @@ std::vector<double> row_values(const Big& b, std::int64_t r) { return reference:
 TEST(Large, MoreThanTwoToThe31Elements) {
   static_assert(kRows * kD > (std::int64_t{1} << 31));
   const std::vector<std::int64_t> sample = {0, 1, kRows / 2, kRows - 3, kRows - 2, kRows - 1};
-  const Case c{Op::layer, DType::bf16, DType::f32, Affine::both};
+  const Case c{NormKind::layer_norm, DType::bf16, DType::f32, Affine::both};
   std::mt19937_64 rng(3);
   const Params p = make_params(c, kD, rng);
   const Big x = make_big(1);
@@ -69,7 +69,7 @@ TEST(Large, MoreThanTwoToThe31Elements) {
 
   // Backward, in place (dx = dy), dy non-zero only in the sampled rows.
   Big dy = make_big(2, &sample);
-  Buffer dweight(c.w, 1, kD), dbias(c.w, 1, kD);
+  Array dweight(c.w, 1, kD), dbias(c.w, 1, kD);
   std::vector<std::vector<double>> dy_sample;
   for (std::int64_t r : sample) dy_sample.push_back(row_values(dy, r));
   const auto dyv = matrix(dy.get(), kRows, kD);
@@ -79,7 +79,7 @@ TEST(Large, MoreThanTwoToThe31Elements) {
   for (std::size_t k = 0; k < sample.size(); ++k) {
     const std::int64_t r = sample[k];
     SCOPED_TRACE("backward row " + std::to_string(r));
-    Buffer dyr(DType::bf16, 1, kD);
+    Array dyr(DType::bf16, 1, kD);
     for (std::int64_t j = 0; j < kD; ++j) dyr.set(0, j, dy_sample[k][static_cast<std::size_t>(j)]);
     const std::vector<double> xr = row_values(x, r);
     const reference::Forward f = reference_forward(c, row(x, r), p, 1e-5);

@@ -19,7 +19,8 @@ namespace {
 
 using normkit::model::Config;
 using normkit::model::Model;
-using normkit::model::NormKind;
+using normkit::NormKind;
+using normkit::model::norm_kind_name;
 using normkit::model::Placement;
 using normkit::model::Rng;
 
@@ -123,7 +124,7 @@ TEST_P(ModelGradient, MatchesCentralDifferences) {
 INSTANTIATE_TEST_SUITE_P(
     EveryPlacementAndNorm, ModelGradient,
     ::testing::Combine(::testing::ValuesIn(normkit::model::kPlacements),
-                       ::testing::ValuesIn(normkit::model::kNormKinds), ::testing::Bool()),
+                       ::testing::ValuesIn(normkit::kNormKinds), ::testing::Bool()),
     [](const ::testing::TestParamInfo<GradCase>& p) {
       return std::string(placement_name(std::get<0>(p.param))) + "_" +
              std::string(norm_kind_name(std::get<1>(p.param))) +
@@ -150,7 +151,7 @@ TEST_P(ModelGradientQkNorm, MatchesCentralDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(EveryPlacementAndNorm, ModelGradientQkNorm,
                          ::testing::Combine(::testing::ValuesIn(normkit::model::kPlacements),
-                                            ::testing::ValuesIn(normkit::model::kNormKinds)),
+                                            ::testing::ValuesIn(normkit::kNormKinds)),
                          case_name);
 
 // The SwiGLU MLP in place of GELU, under every placement and norm kind.
@@ -165,7 +166,7 @@ TEST_P(ModelGradientSwiGLU, MatchesCentralDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(EveryPlacementAndNorm, ModelGradientSwiGLU,
                          ::testing::Combine(::testing::ValuesIn(normkit::model::kPlacements),
-                                            ::testing::ValuesIn(normkit::model::kNormKinds)),
+                                            ::testing::ValuesIn(normkit::kNormKinds)),
                          case_name);
 
 // Fixed sinusoidal positions in place of the learned table.
@@ -180,7 +181,7 @@ TEST_P(ModelGradientSinusoidal, MatchesCentralDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(PreAndPost, ModelGradientSinusoidal,
                          ::testing::Combine(::testing::Values(Placement::pre, Placement::post),
-                                            ::testing::ValuesIn(normkit::model::kNormKinds)),
+                                            ::testing::ValuesIn(normkit::kNormKinds)),
                          case_name);
 
 TEST(ModelPositions, SinusoidsAreFixedAndDistinguishPositions) {
@@ -242,7 +243,7 @@ TEST_P(ModelCausality, LaterTokensLeaveEarlierLogitsBitwiseUnchanged) {
 
 INSTANTIATE_TEST_SUITE_P(EveryPlacementAndNorm, ModelCausality,
                          ::testing::Combine(::testing::ValuesIn(normkit::model::kPlacements),
-                                            ::testing::ValuesIn(normkit::model::kNormKinds)),
+                                            ::testing::ValuesIn(normkit::kNormKinds)),
                          case_name);
 
 class ModelBlocks : public ::testing::TestWithParam<CausalCase> {};
@@ -293,7 +294,7 @@ TEST_P(ModelBlocks, ChainToTheForwardStreams) {
 
 INSTANTIATE_TEST_SUITE_P(EveryPlacementAndNorm, ModelBlocks,
                          ::testing::Combine(::testing::ValuesIn(normkit::model::kPlacements),
-                                            ::testing::ValuesIn(normkit::model::kNormKinds)),
+                                            ::testing::ValuesIn(normkit::kNormKinds)),
                          case_name);
 
 
@@ -336,7 +337,7 @@ TEST(ModelBlocksArgs, RejectBadSublayerAndShapes) {
 TEST(ModelConfig, NamesRoundTrip) {
   for (Placement p : normkit::model::kPlacements)
     EXPECT_EQ(normkit::model::parse_placement(placement_name(p)), p);
-  for (NormKind k : normkit::model::kNormKinds) EXPECT_EQ(normkit::model::parse_norm_kind(norm_kind_name(k)), k);
+  for (NormKind k : normkit::kNormKinds) EXPECT_EQ(normkit::model::parse_norm_kind(norm_kind_name(k)), k);
 }
 
 TEST(ModelForward, RejectsBadShapesAndIds) {

@@ -34,13 +34,13 @@ bool backward(Fn f) { return f == Fn::backward || f == Fn::fused_backward; }
 
 // The inputs of one call; residual and dh_out are used by the fused ops.
 struct Inputs {
-  Buffer x, residual, dy, dh_out;
+  Array x, residual, dy, dh_out;
 };
 
 // One output with its oracle value and budget scale, dense (n) doubles.
 struct Output {
   std::string name;
-  Buffer got;
+  Array got;
   std::vector<double> ref, scale;
   DType acc;
   double growth_factor;
@@ -53,8 +53,8 @@ struct Output {
 std::vector<Output> run(Fn fn, const Case& c, DType res, const Inputs& in, const Params& p, double eps) {
   const std::int64_t rows = in.x.rows(), D = in.x.cols();
   const DType st = stat_dtype(c.x);
-  const bool layer = c.op == Op::layer;
-  Buffer y(c.x, rows, D), h(res, rows, D), mean(st, 1, rows), rstd(st, 1, rows);
+  const bool layer = c.op == NormKind::layer_norm;
+  Array y(c.x, rows, D), h(res, rows, D), mean(st, 1, rows), rstd(st, 1, rows);
   if (fused(fn)) {
     if (layer)
       add_layer_norm(in.x.cmat(), in.residual.cmat(), p.w(), p.b(), eps, h.mat(), y.mat(), mean.vec(), rstd.vec());
@@ -66,7 +66,7 @@ std::vector<Output> run(Fn fn, const Case& c, DType res, const Inputs& in, const
     rms_norm(in.x.cmat(), p.w(), eps, y.mat(), rstd.vec(), p.offset);
   }
   // The norm's input as stored: x, or h for the fused ops.
-  const Buffer& xin = fused(fn) ? h : in.x;
+  const Array& xin = fused(fn) ? h : in.x;
   const std::vector<double> xv = xin.values();
   const reference::Forward fref = reference_forward(c, xin.cmat(), p, eps);
   std::vector<Output> out;
@@ -88,7 +88,7 @@ std::vector<Output> run(Fn fn, const Case& c, DType res, const Inputs& in, const
     return out;
   }
 
-  Buffer dx(fused(fn) ? res : c.x, rows, D), dweight(c.w, 1, D), dbias(c.w, 1, D);
+  Array dx(fused(fn) ? res : c.x, rows, D), dweight(c.w, 1, D), dbias(c.w, 1, D);
   const ConstMatrix dh_out = fused(fn) ? in.dh_out.cmat() : ConstMatrix{};
   if (fn == Fn::backward && layer)
     layer_norm_backward(in.dy.cmat(), xin.cmat(), mean.cvec(), rstd.cvec(), p.w(), dx.mat(), dweight.vec(),
@@ -119,7 +119,7 @@ std::vector<Output> run(Fn fn, const Case& c, DType res, const Inputs& in, const
 }
 
 // Row r of a per-row output, as raw bytes.
-bool row_bitwise_equal(const Buffer& a, const Buffer& b, Output::Kind kind, std::int64_t r) {
+bool row_bitwise_equal(const Array& a, const Array& b, Output::Kind kind, std::int64_t r) {
   const std::size_t es = dtype_size(a.dtype());
   if (kind == Output::per_row_stat)
     return std::memcmp(static_cast<const char*>(a.data()) + r * es, static_cast<const char*>(b.data()) + r * es,
@@ -191,7 +191,7 @@ const std::vector<Where> kWhere = {
     {"x", Fn::fused_forward},    {"residual", Fn::fused_forward}, {"residual", Fn::fused_backward},
     {"dy", Fn::fused_backward},  {"dh_out", Fn::fused_backward}};
 
-Buffer& pick(Inputs& in, const std::string& name) {
+Array& pick(Inputs& in, const std::string& name) {
   if (name == "x") return in.x;
   if (name == "residual") return in.residual;
   if (name == "dy") return in.dy;
@@ -207,8 +207,8 @@ void run_all(const Case& c, DType res) {
   // tail (D − 1) and enough rows that several threads share the work.
   for (const Shape& sh : {Shape{3, 37, 1, 4}, Shape{64, 1003, 40, 1002}}) {
     std::mt19937_64 rng(77);
-    Inputs clean{Buffer(c.x, sh.rows, sh.D, sh.D + 2), Buffer(res, sh.rows, sh.D), Buffer(c.x, sh.rows, sh.D),
-                 Buffer(res, sh.rows, sh.D)};
+    Inputs clean{Array(c.x, sh.rows, sh.D, sh.D + 2), Array(res, sh.rows, sh.D), Array(c.x, sh.rows, sh.D),
+                 Array(res, sh.rows, sh.D)};
     fill_normal(clean.x, rng, 0.5, 1.0);
     fill_normal(clean.residual, rng, 0.0, 2.0);
     fill_normal(clean.dy, rng);
@@ -234,7 +234,7 @@ class NonFinite : public ::testing::TestWithParam<DType> {};
 
 TEST_P(NonFinite, StaysInItsRowEveryOp) {
   const DType t = GetParam();
-  for (const Case& c : {Case{Op::layer, t, t, Affine::both}, Case{Op::rms, t, t, Affine::offset}}) {
+  for (const Case& c : {Case{NormKind::layer_norm, t, t, Affine::both}, Case{NormKind::rms_norm, t, t, Affine::offset}}) {
     run_all(c, t);
     // 16-bit activations with an f32 residual stream and f32 parameters.
     if (t == DType::f16 || t == DType::bf16) run_all({c.op, t, DType::f32, c.affine}, DType::f32);
@@ -252,7 +252,7 @@ TEST(NonFinite, DocumentedPatternInTheRow) {
     for (double bad : {std::numeric_limits<double>::quiet_NaN(), double{INFINITY}, -double{INFINITY}}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " " + std::to_string(bad));
       const std::int64_t D = 19;
-      Buffer x(t, 2, D), y(t, 2, D), rstd(stat_dtype(t), 1, 2), mean(stat_dtype(t), 1, 2);
+      Array x(t, 2, D), y(t, 2, D), rstd(stat_dtype(t), 1, 2), mean(stat_dtype(t), 1, 2);
       std::mt19937_64 rng(5);
       fill_normal(x, rng);
       x.set(0, 7, bad);
@@ -288,11 +288,11 @@ TEST(NonFinite, ParameterStaysInItsColumn) {
         SCOPED_TRACE(std::string(dtype_name(t)) + (layer ? " layer" : " rms") + (in_bias ? " bias" : " weight"));
         const std::int64_t rows = 4, D = 23, col = 9;
         std::mt19937_64 rng(8);
-        Buffer x(t, rows, D), w(t, 1, D), b(t, 1, D), y(t, rows, D), y_clean(t, rows, D);
+        Array x(t, rows, D), w(t, 1, D), b(t, 1, D), y(t, rows, D), y_clean(t, rows, D);
         fill_normal(x, rng);
         fill_normal(w, rng, 1.0, 0.5);
         fill_normal(b, rng);
-        auto run = [&](Buffer& out) {
+        auto run = [&](Array& out) {
           if (layer)
             layer_norm(x.cmat(), w.cvec(), b.cvec(), 1e-5, out.mat());
           else

@@ -12,14 +12,14 @@ namespace normkit::test {
 namespace {
 
 std::vector<double> layer(const std::vector<double>& x, double eps = 1e-12) {
-  Buffer b(DType::f64, 1, static_cast<std::int64_t>(x.size())), y(DType::f64, 1, b.cols());
+  Array b(DType::f64, 1, static_cast<std::int64_t>(x.size())), y(DType::f64, 1, b.cols());
   for (std::size_t j = 0; j < x.size(); ++j) b.set(0, static_cast<std::int64_t>(j), x[j]);
   layer_norm(b.cmat(), {}, {}, eps, y.mat());
   return y.values();
 }
 
 std::vector<double> rms(const std::vector<double>& x, double eps = 1e-12) {
-  Buffer b(DType::f64, 1, static_cast<std::int64_t>(x.size())), y(DType::f64, 1, b.cols());
+  Array b(DType::f64, 1, static_cast<std::int64_t>(x.size())), y(DType::f64, 1, b.cols());
   for (std::size_t j = 0; j < x.size(); ++j) b.set(0, static_cast<std::int64_t>(j), x[j]);
   rms_norm(b.cmat(), {}, eps, y.mat());
   return y.values();
@@ -88,7 +88,7 @@ TEST(Properties, PositiveScaleInvariantUpToEpsAndSignFlip) {
 TEST(Properties, ConstantRowGivesBiasZeroRowGivesZero) {
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     const std::int64_t D = 37;
-    Buffer x(t, 2, D), y(t, 2, D), w(t, 1, D), b(t, 1, D);
+    Array x(t, 2, D), y(t, 2, D), w(t, 1, D), b(t, 1, D);
     std::mt19937_64 rng(2);
     fill_normal(w, rng);
     fill_normal(b, rng);
@@ -105,7 +105,7 @@ TEST(Properties, ConstantRowGivesBiasZeroRowGivesZero) {
 
 // fp16's largest squares fit in the f32 statistic: the texts' overflow trap.
 TEST(Properties, Fp16LargeValuesDoNotOverflowTheStatistic) {
-  Buffer x(DType::f16, 2, 4), y(DType::f16, 2, 4);
+  Array x(DType::f16, 2, 4), y(DType::f16, 2, 4);
   const double v[4] = {1000, 2000, 3000, 4000};
   for (std::int64_t j = 0; j < 4; ++j) {
     x.set(0, j, v[j]);
@@ -126,12 +126,12 @@ TEST(Properties, Fp16LargeValuesDoNotOverflowTheStatistic) {
 TEST(Properties, NonFiniteStaysInItsRow) {
   for (double bad : {std::nan(""), double{INFINITY}, -double{INFINITY}}) {
     for (bool layer_op : {true, false}) {
-      Buffer x(DType::f32, 3, 9), y(DType::f32, 3, 9), clean_y(DType::f32, 3, 9);
+      Array x(DType::f32, 3, 9), y(DType::f32, 3, 9), clean_y(DType::f32, 3, 9);
       std::mt19937_64 rng(4);
       fill_normal(x, rng);
-      Buffer clean = x;
+      Array clean = x;
       x.set(1, 4, bad);
-      auto run = [&](const Buffer& in, Buffer& out) {
+      auto run = [&](const Array& in, Array& out) {
         if (layer_op)
           layer_norm(in.cmat(), {}, {}, 1e-5, out.mat());
         else
@@ -151,7 +151,7 @@ TEST(Properties, NonFiniteStaysInItsRow) {
 
 // eps = 0 on a zero row: rstd = 1/0 = Inf and y = 0·Inf = NaN, as PyTorch.
 TEST(Properties, ZeroEpsOnZeroRowIsNaN) {
-  Buffer x(DType::f32, 1, 8), y(DType::f32, 1, 8), rstd(DType::f32, 1, 1);
+  Array x(DType::f32, 1, 8), y(DType::f32, 1, 8), rstd(DType::f32, 1, 1);
   for (std::int64_t j = 0; j < 8; ++j) x.set(0, j, 0.0);
   rms_norm(x.cmat(), {}, 0.0, y.mat(), rstd.vec());
   EXPECT_EQ(rstd.get(0, 0), INFINITY);

@@ -16,11 +16,11 @@ struct Outputs {
   bool operator==(const Outputs&) const = default;
 };
 
-Outputs run_all(const Case& c, const Buffer& x, const Buffer& dy, const Params& p) {
+Outputs run_all(const Case& c, const Array& x, const Array& dy, const Params& p) {
   const std::int64_t rows = x.rows(), D = x.cols();
-  Buffer y(c.x, rows, D), mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows), dx(c.x, rows, D);
-  Buffer dweight(c.w, 1, D), dbias(c.w, 1, D);
-  if (c.op == Op::layer) {
+  Array y(c.x, rows, D), mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows), dx(c.x, rows, D);
+  Array dweight(c.w, 1, D), dbias(c.w, 1, D);
+  if (c.op == NormKind::layer_norm) {
     layer_norm(x.cmat(), p.w(), p.b(), 1e-5, y.mat(), mean.vec(), rstd.vec());
     layer_norm_backward(dy.cmat(), x.cmat(), mean.cvec(), rstd.cvec(), p.w(), dx.mat(), dweight.vec(), dbias.vec());
   } else {
@@ -37,7 +37,7 @@ TEST(Determinism, BitwiseAcrossThreadCounts) {
   for (const Case& c : all_cases()) {
     if (c.affine == Affine::none || c.affine == Affine::bias) continue;
     for (auto [rows, D] : {std::pair<std::int64_t, std::int64_t>{1000, 768}, {333, 4097}, {5, 65537}}) {
-      Buffer x(c.x, rows, D), dy(c.x, rows, D);
+      Array x(c.x, rows, D), dy(c.x, rows, D);
       fill_normal(x, rng, 0.5, 2.0);
       fill_normal(dy, rng);
       const Params p = make_params(c, D, rng);
@@ -63,9 +63,9 @@ TEST(Threading, SettingIsReadBack) {
 // normkit must then run single-threaded instead of waiting forever.
 TEST(Threading, ForkedChildRunsKernels) {
   std::mt19937_64 rng(3);
-  const Case c{Op::rms, DType::f32, DType::f32, Affine::weight};
+  const Case c{NormKind::rms_norm, DType::f32, DType::f32, Affine::weight};
   const std::int64_t rows = 256, D = 2048;  // enough traffic for two threads
-  Buffer x(c.x, rows, D), dy(c.x, rows, D);
+  Array x(c.x, rows, D), dy(c.x, rows, D);
   fill_normal(x, rng);
   fill_normal(dy, rng);
   const Params p = make_params(c, D, rng);

@@ -138,7 +138,7 @@ TEST(Checkpoint, RoundTripAndBrokenFiles) {
   const auto data = nm::TextData::load(NORMKIT_TEST_TEXT, 0.1);
   nm::Config c = small_config(data);
   c.placement = nm::Placement::sandwich;
-  c.norm = nm::NormKind::rms_norm;
+  c.norm = normkit::NormKind::rms_norm;
   c.tie_embeddings = true;
   c.ffn_kind = nm::FfnKind::swiglu;
   c.qk_norm = true;
@@ -156,7 +156,7 @@ TEST(Checkpoint, RoundTripAndBrokenFiles) {
   const nm::Checkpoint ck = nm::load_checkpoint(path);
   EXPECT_EQ(ck.vocabulary, data.vocabulary());
   EXPECT_EQ(ck.config.placement, nm::Placement::sandwich);
-  EXPECT_EQ(ck.config.norm, nm::NormKind::rms_norm);
+  EXPECT_EQ(ck.config.norm, normkit::NormKind::rms_norm);
   EXPECT_TRUE(ck.config.tie_embeddings);
   EXPECT_EQ(ck.config.ffn_kind, nm::FfnKind::swiglu);
   EXPECT_TRUE(ck.config.qk_norm);

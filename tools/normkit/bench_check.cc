@@ -24,7 +24,7 @@ ConstVector param_of(const Tensors& t, Array a, const Shape& s) {
 }
 
 reference::Forward oracle_forward(const Op& op, ConstMatrix x, ConstVector w, ConstVector b) {
-  return op.norm == Norm::layer ? reference::layer_norm(x, w, b, kEps)
+  return op.norm == NormKind::layer_norm ? reference::layer_norm(x, w, b, kEps)
                                 : reference::rms_norm(x, w, kEps);
 }
 
@@ -59,7 +59,7 @@ std::string check_backward(const Op& op, const Shape& s, const Tensors& t) {
   const std::int64_t rows = checked_rows(s), D = s.D;
   const ConstMatrix x = rows_of(t, Array::x, s), dy = rows_of(t, Array::dy, s);
   const ConstVector w = param_of(t, Array::weight, s);
-  const reference::Backward ref = op.norm == Norm::layer
+  const reference::Backward ref = op.norm == NormKind::layer_norm
                                       ? reference::layer_norm_backward(dy, x, w, kEps)
                                       : reference::rms_norm_backward(dy, x, w, kEps);
   const reference::Forward f = oracle_forward(op, x, w, {});
@@ -69,7 +69,7 @@ std::string check_backward(const Op& op, const Shape& s, const Tensors& t) {
 
   std::vector<double> scale(xd.size());
   for (std::int64_t r = 0; r < rows; ++r) {
-    const double rstd = f.rstd[r], mu = op.norm == Norm::layer ? f.mean[r] : 0.0;
+    const double rstd = f.rstd[r], mu = op.norm == NormKind::layer_norm ? f.mean[r] : 0.0;
     const double shift = rstd * mabs[r];
     double mean_g = 0, mean_gx = 0;
     for (std::int64_t j = 0; j < D; ++j) {
@@ -106,7 +106,7 @@ std::string check_forward(const Op& op, const Shape& s, const Tensors& t) {
   const std::vector<double> mabs = mean_abs(xd, rows, D);
   std::vector<double> scale(xd.size());
   for (std::int64_t r = 0; r < rows; ++r) {
-    const double rstd = f.rstd[r], mu = op.norm == Norm::layer ? f.mean[r] : 0.0;
+    const double rstd = f.rstd[r], mu = op.norm == NormKind::layer_norm ? f.mean[r] : 0.0;
     for (std::int64_t j = 0; j < D; ++j)
       scale[r * D + j] = std::abs(g[j]) * (std::abs((xd[r * D + j] - mu) * rstd) + rstd * mabs[r]) +
                          std::abs(bias[j]);

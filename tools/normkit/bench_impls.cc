@@ -50,7 +50,7 @@ Call normkit_prepare(const Op& op, const Shape& s, std::span<const Tensors> sets
   return [&op, s, sets](std::int64_t set) {
     const Views v{s, sets[static_cast<std::size_t>(set)]};
     using A = Array;
-    const bool ln = op.norm == Norm::layer;
+    const bool ln = op.norm == NormKind::layer_norm;
     switch (op.pass) {
       case Pass::forward:
         if (ln)

@@ -110,7 +110,7 @@ Call prepare_typed(const Op& op, const Shape& s, std::span<const Tensors> sets) 
     const Tensors& t = sets[static_cast<std::size_t>(set)];
     const auto at = [&t](Array a) { return reinterpret_cast<T*>(t[a]); };
     const auto stat = [&t](Array a) { return reinterpret_cast<float*>(t[a]); };
-    const bool ln = op.norm == Norm::layer;
+    const bool ln = op.norm == NormKind::layer_norm;
     const auto eps = static_cast<float>(kEps);
     const auto norm = [&](const T* x, std::int64_t rows, std::int64_t row0) {
       if (ln)

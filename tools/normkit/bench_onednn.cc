@@ -89,7 +89,7 @@ bool implemented(Pass pass, DType act) {
 }
 
 std::optional<DType> onednn_param_dtype(const Op& op, DType act) {
-  if (op.norm != Norm::layer) return std::nullopt;
+  if (op.norm != NormKind::layer_norm) return std::nullopt;
   if (op.pass != Pass::forward && op.pass != Pass::backward) return std::nullopt;
   if (!implemented(op.pass, act)) return std::nullopt;
   return DType::f32;

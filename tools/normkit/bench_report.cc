@@ -84,7 +84,7 @@ void print_ratios(std::FILE* out, const std::vector<Record>& rs, std::string_vie
                   int threads) {
   const auto dtypes = distinct<DType>(rs, [](const Record& r) { return r.shape.act; });
   const auto widths = distinct<std::int64_t>(rs, [](const Record& r) { return r.shape.D; });
-  const auto time_of = [&](Norm norm, Pass pass, DType dt, std::int64_t D) -> double {
+  const auto time_of = [&](NormKind norm, Pass pass, DType dt, std::int64_t D) -> double {
     const Record* r = find(rs, "normkit", find_op(norm, pass).name, dt, D, threads, size_class);
     return r ? r->timing.median_s : std::numeric_limits<double>::quiet_NaN();
   };
@@ -92,13 +92,13 @@ void print_ratios(std::FILE* out, const std::vector<Record>& rs, std::string_vie
   for (DType dt : dtypes)
     for (std::int64_t D : widths) {
       const auto ratio = [&](Pass p) {
-        return time_of(Norm::rms, p, dt, D) / time_of(Norm::layer, p, dt, D);
+        return time_of(NormKind::rms_norm, p, dt, D) / time_of(NormKind::layer_norm, p, dt, D);
       };
-      const auto speedup = [&](Norm n) {
+      const auto speedup = [&](NormKind n) {
         return time_of(n, Pass::add_then_norm, dt, D) / time_of(n, Pass::fused, dt, D);
       };
       const double v[] = {ratio(Pass::forward), ratio(Pass::backward), ratio(Pass::fused),
-                          ratio(Pass::add_then_norm), speedup(Norm::layer), speedup(Norm::rms)};
+                          ratio(Pass::add_then_norm), speedup(NormKind::layer_norm), speedup(NormKind::rms_norm)};
       if (std::all_of(std::begin(v), std::end(v), [](double x) { return std::isnan(x); })) continue;
       if (!header) {
         header = true;
@@ -299,8 +299,8 @@ void print_targets(std::FILE* out, const std::vector<Record>& rs) {
     if (beyond_cache && op.pass == Pass::forward)
       (r.shape.act == DType::f32 ? fwd32 : fwd16).take(r.pct_of_ceiling, r);
     if (beyond_cache && op.pass == Pass::backward) bwd.take(r.pct_of_ceiling, r);
-    if (beyond_cache && op.pass == Pass::fused && op.norm == Norm::rms) {
-      const Record* unfused = find(rs, "normkit", find_op(Norm::rms, Pass::add_then_norm).name,
+    if (beyond_cache && op.pass == Pass::fused && op.norm == NormKind::rms_norm) {
+      const Record* unfused = find(rs, "normkit", find_op(NormKind::rms_norm, Pass::add_then_norm).name,
                                    r.shape.act, r.shape.D, r.threads, r.size_class);
       if (unfused) fused_rms.take(unfused->timing.median_s / r.timing.median_s, r);
     }

@@ -229,7 +229,7 @@ std::string config_name(const np::StepConfig& c) {
 // unfused), interleaved step by step; three comparisons from their medians.
 std::vector<np::Comparison> compare_steps(const Options& o) {
   std::vector<std::unique_ptr<np::Step>> steps;
-  for (const nm::NormKind k : {nm::NormKind::layer_norm, nm::NormKind::rms_norm})
+  for (const NormKind k : {NormKind::layer_norm, NormKind::rms_norm})
     for (const bool fused : {true, false}) {
       np::StepConfig c = o.step;
       c.model.norm = k;

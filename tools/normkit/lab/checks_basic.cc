@@ -13,10 +13,10 @@ namespace {
 
 // |exact(eps) − exact(0)|: how far eps moves the oracle's output from the
 // texts' eps-free hand values.
-Vec eps_effect(Kind kind, const Array& x, double eps) {
-  const reference::Forward with = kind == Kind::layer ? reference::layer_norm(x.mat(), {}, {}, eps)
+Vec eps_effect(NormKind kind, const Array& x, double eps) {
+  const reference::Forward with = kind == NormKind::layer_norm ? reference::layer_norm(x.mat(), {}, {}, eps)
                                                       : reference::rms_norm(x.mat(), {}, eps);
-  const reference::Forward without = kind == Kind::layer ? reference::layer_norm(x.mat(), {}, {}, 0.0)
+  const reference::Forward without = kind == NormKind::layer_norm ? reference::layer_norm(x.mat(), {}, {}, 0.0)
                                                          : reference::rms_norm(x.mat(), {}, 0.0);
   return absdiff(with.y, without.y);
 }
@@ -66,21 +66,21 @@ void check_worked_examples(const Norms& norms, Recorder& rec) {
     const std::string d = dname(dt);
     for (const Example& ex : examples) {
       const Array x(dt, ex.x);
-      for (const Kind kind : {Kind::layer, Kind::rms}) {
+      for (const NormKind kind : {NormKind::layer_norm, NormKind::rms_norm}) {
         const ForwardRun f = forward(norms, kind, x, nullptr, nullptr, eps);
-        const Vec& text = kind == Kind::layer ? ex.ln_text : ex.rms_text;
-        const double half_unit = kind == Kind::layer ? ex.ln_half_unit : ex.rms_half_unit;
+        const Vec& text = kind == NormKind::layer_norm ? ex.ln_text : ex.rms_text;
+        const double half_unit = kind == NormKind::layer_norm ? ex.ln_half_unit : ex.rms_half_unit;
         const Vec tol = add(add(f.bound, eps_effect(kind, x, eps)), constant(text.size(), half_unit));
         near_vec(rec, kind_tag(kind) + "_" + ex.tag + "_" + d,
-                 kind_name(kind) + ex.label + ", " + d + " (eps 1e-5)", f.y.values(), text, tol);
+                 std::string(norm_title(kind)) + ex.label + ", " + d + " (eps 1e-5)", f.y.values(), text, tol);
       }
     }
 
     // [1,3] and [101,103]: means 2 and 102, both normalize to [−1, 1].
     {
       const Array x(dt, 2, 2, {1, 3, 101, 103});
-      const ForwardRun f = forward(norms, Kind::layer, x, nullptr, nullptr, eps);
-      const Vec eff = eps_effect(Kind::layer, x, eps);
+      const ForwardRun f = forward(norms, NormKind::layer_norm, x, nullptr, nullptr, eps);
+      const Vec eff = eps_effect(NormKind::layer_norm, x, eps);
       const Vec y = f.y.values();
       const Vec a{y[0], y[1]}, b{y[2], y[3]};
       near_vec(rec, "ln_1_3_" + d, "LayerNorm[1,3], " + d, a, {-1, 1},
@@ -98,7 +98,7 @@ void check_worked_examples(const Norms& norms, Recorder& rec) {
     // z = LayerNorm([1,−1]) = [1,−1] (mean 0, variance 1); readout y = 100·z₁ + 0·z₂.
     {
       const Array x(dt, {1, -1});
-      const ForwardRun f = forward(norms, Kind::layer, x, nullptr, nullptr, 0.0);
+      const ForwardRun f = forward(norms, NormKind::layer_norm, x, nullptr, nullptr, 0.0);
       const double z1 = f.y.get(0), z2 = f.y.get(1);
       rec.near("readout_" + d, "readout 100·z₁ + 0·z₂ of z = LayerNorm[1,−1], " + d, 100.0 * z1 + 0.0 * z2,
                100.0, 100.0 * f.bound[0] + f.bound[1]);
@@ -111,10 +111,10 @@ void check_worked_examples(const Norms& norms, Recorder& rec) {
     // read from the saved statistics with eps = 0 (rstd = 1/RMS, 1/σ).
     {
       const double stat_rel = growth(4) * accum_roundoff(dt);
-      const ForwardRun r = forward(norms, Kind::rms, Array(dt, {3, 4}), nullptr, nullptr, 0.0);
+      const ForwardRun r = forward(norms, NormKind::rms_norm, Array(dt, {3, 4}), nullptr, nullptr, 0.0);
       rec.near("rms_of_3_4_" + d, "RMS(3,4) = 1/rstd, " + d, 1.0 / r.rstd.get(0), 3.536,
                5e-4 + 3.54 * stat_rel);
-      const ForwardRun l = forward(norms, Kind::layer, Array(dt, {2, 2, 4, 4}), nullptr, nullptr, 0.0);
+      const ForwardRun l = forward(norms, NormKind::layer_norm, Array(dt, {2, 2, 4, 4}), nullptr, nullptr, 0.0);
       rec.near("mean_2244_" + d, "mean of (2,2,4,4), " + d, l.mean.get(0), 3.0, 3.0 * stat_rel);
       rec.near("var_2244_" + d, "variance of (2,2,4,4) = 1/rstd², " + d,
                1.0 / (l.rstd.get(0) * l.rstd.get(0)), 1.0, 2.0 * stat_rel);
@@ -174,13 +174,13 @@ void check_shift_scale(const Norms& norms, Recorder& rec) {
   for (const DType dt : kAllDtypes) {
     const std::string d = dname(dt);
     const Array x(dt, rows, D, base);
-    for (const Kind kind : {Kind::layer, Kind::rms}) {
-      const std::string k = kind_tag(kind), K = kind_name(kind);
+    for (const NormKind kind : {NormKind::layer_norm, NormKind::rms_norm}) {
+      const std::string k = kind_tag(kind), K = std::string(norm_title(kind));
       const ForwardRun f0 = forward(norms, kind, x, nullptr, nullptr, eps);
       const Vec y0 = f0.y.values();
 
       const ForwardRun fs = forward(norms, kind, Array(dt, rows, D, transformed(1, 5)), nullptr, nullptr, eps);
-      if (kind == Kind::layer)
+      if (kind == NormKind::layer_norm)
         agree(rec, k + "_shift_" + d, K + "(x + 5·1) − " + K + "(x), " + d + ": shift removed", fs.y.values(),
               y0, add(fs.bound, f0.bound));
       else
@@ -253,8 +253,8 @@ void check_residual_growth(const Norms& norms, Recorder& rec) {
       else
         rec.note("residual_rms_k" + ks + "_" + d, "residual RMS at k = " + ks + ", " + d, rms,
                  "between 3.674 and 5.612 (not in the text)");
-      const ForwardRun ref = forward(norms, Kind::layer, x, nullptr, nullptr, eps);
-      const Vec tol = add(add(ref.bound, eps_effect(Kind::layer, x, eps)), constant(4, 5e-4));
+      const ForwardRun ref = forward(norms, NormKind::layer_norm, x, nullptr, nullptr, eps);
+      const Vec tol = add(add(ref.bound, eps_effect(NormKind::layer_norm, x, eps)), constant(4, 5e-4));
       near_vec(rec, "ln_xk_k" + ks + "_" + d, "LayerNorm(x_k) at k = " + ks + ", " + d, y.values(), ln_text,
                tol);
     }
@@ -273,7 +273,7 @@ void check_residual_update_angle(const Norms& norms, Recorder& rec) {
     for (const double c : {1.0, 10.0}) {
       const std::string cs = c == 1.0 ? "1" : "10";
       const Array x(dt, {c, 0}), xu(dt, {c, 1});
-      const ForwardRun nx = forward(norms, Kind::rms, x, nullptr, nullptr, 0.0);
+      const ForwardRun nx = forward(norms, NormKind::rms_norm, x, nullptr, nullptr, 0.0);
       near_vec(rec, "rms_x_c" + cs + "_" + d, "branch input RMSNorm(x) at c = " + cs + ", " + d,
                nx.y.values(), {sqrt2, 0.0}, nx.bound);
       // θ is computed from the inputs alone (no norm is called), so it is
@@ -284,7 +284,7 @@ void check_residual_update_angle(const Norms& norms, Recorder& rec) {
       // A final RMSNorm keeps the direction: the angle between the normalized
       // outputs equals θ, up to the outputs' bounds (a perturbation δ of a
       // vector v turns it by at most |δ|/|v| radians).
-      const ForwardRun nxu = forward(norms, Kind::rms, xu, nullptr, nullptr, 0.0);
+      const ForwardRun nxu = forward(norms, NormKind::rms_norm, xu, nullptr, nullptr, 0.0);
       const double turn = (norm2(nx.bound) / norm2(nx.ref.y) + norm2(nxu.bound) / norm2(nxu.ref.y)) * deg;
       rec.near("final_norm_angle_c" + cs + "_" + d,
                "angle between RMSNorm(x + u) and RMSNorm(x) at c = " + cs + ", degrees, " + d,

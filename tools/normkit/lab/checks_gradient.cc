@@ -56,9 +56,9 @@ void check_gain_is_trained(const Norms& norms, Recorder& rec) {
     std::string d = dname(c.x);
     if (c.w != c.x) d.append("_").append(dname(c.w)).append("_gain");
     const Array x(c.x, rows, D, xv);
-    for (const Kind kind : {Kind::layer, Kind::rms}) {
-      const std::string k = kind_tag(kind), K = kind_name(kind);
-      const bool layer = kind == Kind::layer;
+    for (const NormKind kind : {NormKind::layer_norm, NormKind::rms_norm}) {
+      const std::string k = kind_tag(kind), K = std::string(norm_title(kind));
+      const bool layer = kind == NormKind::layer_norm;
       const Array w0(c.w, w0v), b0(c.w, b0v);
       const Array* bias0 = layer ? &b0 : nullptr;
       const ForwardRun f0 = forward(norms, kind, x, &w0, bias0, eps);
@@ -146,12 +146,12 @@ void check_zero_branch_jacobian(const Norms& norms, Recorder& rec) {
 
     // Post-norm, y = N(x + S(x)) with S ≡ 0: the fused add_layer_norm with
     // the zero branch output as its x and the stream x as the residual.
-    const Array zero_branch(dt, 1, D);
+    const Array zero_branch(dt, Vec(D, 0.0));
     Array h(dt, 1, D), y(dt, 1, D), h5(dt, 1, D), y5(dt, 1, D);
     norms.add_layer_norm(zero_branch.mat(), x.mat(), {}, {}, eps, h.mat(), y.mat(), {}, {});
     norms.add_layer_norm(zero_branch.mat(), x5.mat(), {}, {}, eps, h5.mat(), y5.mat(), {}, {});
-    const ForwardRun ref = forward(norms, Kind::layer, x, nullptr, nullptr, eps);
-    const ForwardRun ref5 = forward(norms, Kind::layer, x5, nullptr, nullptr, eps);
+    const ForwardRun ref = forward(norms, NormKind::layer_norm, x, nullptr, nullptr, eps);
+    const ForwardRun ref5 = forward(norms, NormKind::layer_norm, x5, nullptr, nullptr, eps);
     // The text's 5 decimals: half a unit, 5e-6, plus eps's effect on the
     // exact value (|x̂|·eps/(2σ²) ≤ 1.35·1e-5/2.5 = 5.4e-6), plus the bound.
     const Vec text{-1.34164, -0.44721, 0.44721, 1.34164};
@@ -164,7 +164,7 @@ void check_zero_branch_jacobian(const Norms& norms, Recorder& rec) {
 
     // Post-norm Jacobian J = N'(I + S') = N', rows from the backward.
     Mat bound;
-    const Mat J = jacobian_from_backward(norms, Kind::layer, x, eps, &bound);
+    const Mat J = jacobian_from_backward(norms, NormKind::layer_norm, x, eps, &bound);
     const Vec j1 = mat_vec(J, ones(D));
     // Exactly Σ_k J_ik = 0; each entry is within bound(i,k), so |(J·1)_i| ≤ Σ_k bound(i,k).
     const Vec j1_budget = bound_apply(bound, ones(D));
@@ -195,13 +195,13 @@ void check_normalization_geometry(const Norms& norms, Recorder& rec) {
 
   // Closed forms with gain 1: RMSNorm J = (I − x xᵀ/(D s²))/s, s² = mean(x²) + eps;
   // LayerNorm J = (I − 11ᵀ/D − c cᵀ/(D s²))/s, c = x − μ1, s² = σ² + eps.
-  auto closed = [&](Kind kind, double eps) {
-    const Vec& v = kind == Kind::layer ? centred : xv;
+  auto closed = [&](NormKind kind, double eps) {
+    const Vec& v = kind == NormKind::layer_norm ? centred : xv;
     const double s2 = dot(v, v) / static_cast<double>(D) + eps, s = std::sqrt(s2);
     Mat J{D, Vec(static_cast<std::size_t>(D * D))};
     for (std::int64_t i = 0; i < D; ++i)
       for (std::int64_t k = 0; k < D; ++k)
-        J(i, k) = ((i == k ? 1.0 : 0.0) - (kind == Kind::layer ? 1.0 / static_cast<double>(D) : 0.0) -
+        J(i, k) = ((i == k ? 1.0 : 0.0) - (kind == NormKind::layer_norm ? 1.0 / static_cast<double>(D) : 0.0) -
                    v[i] * v[k] / (static_cast<double>(D) * s2)) / s;
     return J;
   };
@@ -209,8 +209,8 @@ void check_normalization_geometry(const Norms& norms, Recorder& rec) {
   for (const DType dt : {DType::f64, DType::f32}) {
     const std::string d = dname(dt);
     const Array x(dt, xv);
-    for (const Kind kind : {Kind::rms, Kind::layer}) {
-      const std::string k = kind_tag(kind), K = kind_name(kind);
+    for (const NormKind kind : {NormKind::rms_norm, NormKind::layer_norm}) {
+      const std::string k = kind_tag(kind), K = std::string(norm_title(kind));
       for (const double eps : {0.0, 0.25}) {
         const std::string e = eps == 0.0 ? "eps0" : "eps0.25";
         const std::string at = ", eps = " + fmt(eps) + ", " + d;
@@ -263,27 +263,27 @@ void check_normalization_geometry(const Norms& norms, Recorder& rec) {
         for (const double s : sv) rank += s > tau ? 1 : 0;
         rec.value(k + "_singular_values_" + e + "_" + d + "_min", sv.back());
         if (eps == 0.0) {
-          const std::int64_t expected = kind == Kind::rms ? D - 1 : D - 2;
+          const std::int64_t expected = kind == NormKind::rms_norm ? D - 1 : D - 2;
           rec.near(k + "_rank_" + e + "_" + d,
                    K + " rank of J (σ > τ = " + fmt(tau, 2) + "), σ = " + fmt_vec(sv, 3) + at,
                    static_cast<double>(rank), static_cast<double>(expected), 0.0);
           // The erased directions: x for RMSNorm; 1 and x − μ1 for LayerNorm.
-          const Vec& radial = kind == Kind::rms ? xv : centred;
+          const Vec& radial = kind == NormKind::rms_norm ? xv : centred;
           const Vec jr = mat_vec(J, radial);
           agree(rec, k + "_annihilates_radial_" + e + "_" + d,
-                K + " J·" + (kind == Kind::rms ? "x" : "(x − μ1)") + " = 0" + at, jr, Vec(D, 0.0),
+                K + " J·" + (kind == NormKind::rms_norm ? "x" : "(x − μ1)") + " = 0" + at, jr, Vec(D, 0.0),
                 bound_apply(bound, radial));
-          if (kind == Kind::layer)
+          if (kind == NormKind::layer_norm)
             agree(rec, k + "_annihilates_ones_" + e + "_" + d, K + " J·1 = 0" + at, mat_vec(J, ones(D)), Vec(D, 0.0),
                   bound_apply(bound, ones(D)));
         } else {
           rec.near(k + "_rank_" + e + "_" + d, K + " rank of J (σ > τ = " + fmt(tau, 2) + "), σ = " + fmt_vec(sv, 3) + at,
-                   static_cast<double>(rank), kind == Kind::rms ? static_cast<double>(D) : static_cast<double>(D - 1), 0.0);
+                   static_cast<double>(rank), kind == NormKind::rms_norm ? static_cast<double>(D) : static_cast<double>(D - 1), 0.0);
           // eps > 0: tangent directions scale by 1/s, the radial one by eps/s³.
-          const Vec& radial = kind == Kind::rms ? xv : centred;
+          const Vec& radial = kind == NormKind::rms_norm ? xv : centred;
           const double s = std::sqrt(dot(radial, radial) / static_cast<double>(D) + eps);
           Vec tangent = rng.normals(D);
-          if (kind == Kind::layer) {  // stay in the zero-mean subspace too
+          if (kind == NormKind::layer_norm) {  // stay in the zero-mean subspace too
             double m = 0;
             for (const double v : tangent) m += v / static_cast<double>(D);
             for (double& v : tangent) v -= m;
@@ -295,7 +295,7 @@ void check_normalization_geometry(const Norms& norms, Recorder& rec) {
                    norm2(mat_vec(J, tangent)) / norm2(tangent), 1.0 / s, err);
           rec.near(k + "_radial_gain_" + e + "_" + d, K + " ‖J r‖/‖r‖ for the radial r" + at,
                    norm2(mat_vec(J, radial)) / norm2(radial), eps / (s * s * s), err);
-          if (kind == Kind::layer)
+          if (kind == NormKind::layer_norm)
             agree(rec, k + "_annihilates_ones_" + e + "_" + d, K + " J·1 = 0 still (centring is exact)" + at,
                   mat_vec(J, ones(D)), Vec(D, 0.0), bound_apply(bound, ones(D)));
         }
@@ -305,7 +305,7 @@ void check_normalization_geometry(const Norms& norms, Recorder& rec) {
     // exactly) and strictly inside it for eps > 0, at √D·σ/√(σ² + eps). Each
     // element is within its bound B_j, so ‖y‖ is within ‖B‖ of the exact norm.
     for (const double eps : {0.0, 0.25}) {
-      const ForwardRun f = forward(norms, Kind::layer, x, nullptr, nullptr, eps);
+      const ForwardRun f = forward(norms, NormKind::layer_norm, x, nullptr, nullptr, eps);
       const double sigma2 = dot(centred, centred) / static_cast<double>(D);
       const double radius = std::sqrt(static_cast<double>(D) * sigma2 / (sigma2 + eps));
       const std::string e = eps == 0.0 ? "eps0" : "eps0.25";
@@ -322,8 +322,8 @@ void check_normalization_geometry(const Norms& norms, Recorder& rec) {
     // growth(D)·u_acc relative (the bound worked_examples uses); squaring and
     // inverting make that at most 2.5× on each term.
     {
-      const ForwardRun l = forward(norms, Kind::layer, x, nullptr, nullptr, 0.0);
-      const ForwardRun r = forward(norms, Kind::rms, x, nullptr, nullptr, 0.0);
+      const ForwardRun l = forward(norms, NormKind::layer_norm, x, nullptr, nullptr, 0.0);
+      const ForwardRun r = forward(norms, NormKind::rms_norm, x, nullptr, nullptr, 0.0);
       const double mean_sq = 1.0 / (r.rstd.get(0) * r.rstd.get(0));
       const double mu2 = l.mean.get(0) * l.mean.get(0), var = 1.0 / (l.rstd.get(0) * l.rstd.get(0));
       const double rel = 2.5 * growth(D) * accum_roundoff(dt);
@@ -333,7 +333,7 @@ void check_normalization_geometry(const Norms& norms, Recorder& rec) {
     // At x = 0 (eps > 0), RMSNorm's Jacobian is I/√eps.
     for (const double eps : {1e-2, 1e-6}) {
       Mat bound;
-      const Mat J = jacobian_from_backward(norms, Kind::rms, Array(dt, Vec(D, 0.0)), eps, &bound);
+      const Mat J = jacobian_from_backward(norms, NormKind::rms_norm, Array(dt, Vec(D, 0.0)), eps, &bound);
       Mat expect{D, Vec(static_cast<std::size_t>(D * D), 0.0)};
       for (std::int64_t i = 0; i < D; ++i) expect(i, i) = 1.0 / std::sqrt(eps);
       agree(rec, "rms_jacobian_at_zero_eps" + fmt(eps) + "_" + dname(dt),

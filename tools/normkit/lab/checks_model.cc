@@ -33,7 +33,7 @@ model::NormOps model_ops(const Norms& n) {
   return ops;
 }
 
-model::Config small_config(model::Placement p, Kind kind) {
+model::Config small_config(model::Placement p, NormKind kind) {
   model::Config c;
   c.vocab = 9;
   c.context = 3;
@@ -42,7 +42,7 @@ model::Config small_config(model::Placement p, Kind kind) {
   c.ffn = 12;
   c.depth = 1;
   c.placement = p;
-  c.norm = kind == Kind::layer ? model::NormKind::layer_norm : model::NormKind::rms_norm;
+  c.norm = kind == NormKind::layer_norm ? NormKind::layer_norm : NormKind::rms_norm;
   return c;
 }
 
@@ -100,7 +100,7 @@ Mat plus_identity(Mat m) {
 
 // The norm's Jacobian over a (T, D) input: block diagonal, one D×D block
 // per token from the backward under test, with its entries' bounds.
-Mat token_jacobians(const Norms& norms, Kind kind, const Vec& x, std::int64_t T, std::int64_t D, double eps,
+Mat token_jacobians(const Norms& norms, NormKind kind, const Vec& x, std::int64_t T, std::int64_t D, double eps,
                     Mat* bound) {
   const std::int64_t n = T * D;
   Mat J{n, Vec(static_cast<std::size_t>(n * n), 0.0)};
@@ -124,7 +124,7 @@ Mat token_jacobians(const Norms& norms, Kind kind, const Vec& x, std::int64_t T,
 void check_block_jacobian(const Norms& norms, Recorder& rec) {
   const std::int64_t T = 3;
   for (const model::Placement placement : {model::Placement::pre, model::Placement::post}) {
-    for (const Kind kind : {Kind::layer, Kind::rms}) {
+    for (const NormKind kind : {NormKind::layer_norm, NormKind::rms_norm}) {
       const model::Config c = small_config(placement, kind);
       const std::int64_t D = c.width, n = T * D;
       model::Model<double> m(c, model_ops(norms));
@@ -143,7 +143,7 @@ void check_block_jacobian(const Norms& norms, Recorder& rec) {
         }
       }
       const Vec x = rng.normals(n, 0.2, 1.0);
-      const std::string P(model::placement_name(placement)), k = kind_tag(kind), K = kind_name(kind);
+      const std::string P(model::placement_name(placement)), k = kind_tag(kind), K = std::string(norm_title(kind));
       for (std::size_t j = 0; j < m.sublayer_count(); ++j) {
         const std::string S = j == 0 ? "attention" : "MLP";
         const std::string at = P + "-norm " + K + " block, " + S + " sublayer (T = 3, D = 6, f64)";
@@ -206,7 +206,7 @@ void check_block_jacobian(const Norms& norms, Recorder& rec) {
 void check_model_causality(const Norms& norms, Recorder& rec) {
   const std::int64_t batch = 2, seq = 8, k = 5;
   for (const model::Placement placement : {model::Placement::pre, model::Placement::post}) {
-    for (const Kind kind : {Kind::layer, Kind::rms}) {
+    for (const NormKind kind : {NormKind::layer_norm, NormKind::rms_norm}) {
       model::Config c = small_config(placement, kind);
       c.context = seq;
       c.depth = 2;
@@ -233,7 +233,7 @@ void check_model_causality(const Norms& norms, Recorder& rec) {
           const bool same = std::memcmp(la.data() + row, lb.data() + row, V * sizeof(float)) == 0;
           (t < k ? earlier_same : later_changed) += t < k ? (same ? 1 : 0) : (same ? 0 : 1);
         }
-      const std::string P(model::placement_name(placement)), K = kind_name(kind), id = P + "_" + kind_tag(kind);
+      const std::string P(model::placement_name(placement)), K = std::string(norm_title(kind)), id = P + "_" + kind_tag(kind);
       const std::string at = ", " + P + "-norm " + K + " model, depth 2, f32";
       rec.value(id + "_earlier_logits_unchanged", static_cast<double>(earlier_same));
       rec.row("positions before the change whose logits stay bitwise the same" + at,

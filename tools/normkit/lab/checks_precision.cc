@@ -17,10 +17,10 @@ struct Prefix {
 
 // Runs a forward of `norms` on x1 and x2 (which differ only at positions
 // t ≥ t0 of each sequence) and counts rows that are bitwise equal.
-Prefix compare_prefix(const Norms& norms, Kind kind, const Array& x1, const Array& x2,
+Prefix compare_prefix(const Norms& norms, NormKind kind, const Array& x1, const Array& x2,
                       const Array& w, const Array& b, std::int64_t T, std::int64_t t0) {
   Array y1(x1.dtype(), x1.rows(), x1.cols()), y2(x1.dtype(), x1.rows(), x1.cols());
-  if (kind == Kind::layer) {
+  if (kind == NormKind::layer_norm) {
     norms.layer_norm(x1.mat(), w.vec(), b.vec(), 1e-5, y1.mat(), {}, {});
     norms.layer_norm(x2.mat(), w.vec(), b.vec(), 1e-5, y2.mat(), {}, {});
   } else {
@@ -58,8 +58,8 @@ void check_feature_axis_causality(const Norms& norms, Recorder& rec) {
   for (const DType dt : kAllDtypes) {
     const std::string d = dname(dt);
     const Array x1(dt, B * T, D, v1), x2(dt, B * T, D, v2), w(dt, wv), b(dt, bv);
-    for (const Kind kind : {Kind::layer, Kind::rms}) {
-      const std::string k = kind_tag(kind), K = kind_name(kind);
+    for (const NormKind kind : {NormKind::layer_norm, NormKind::rms_norm}) {
+      const std::string k = kind_tag(kind), K = std::string(norm_title(kind));
       std::string shape = "[";
       shape.append(std::to_string(B)).append(",").append(std::to_string(T)).append(",");
       shape.append(std::to_string(D)).append("], positions t ≥ ").append(std::to_string(t0)).append(" changed");
@@ -111,10 +111,10 @@ void check_low_precision_reference(const Norms& norms, Recorder& rec) {
     const std::string d = dname(dt);
     const Array x(dt, rows, D, xv), w(dt, wv), b(dt, bv);
     const Array x32 = widen(x), w32 = widen(w), b32 = widen(b);
-    for (const Kind kind : {Kind::layer, Kind::rms}) {
-      const std::string k = kind_tag(kind), K = kind_name(kind);
-      const Array* bias = kind == Kind::layer ? &b : nullptr;
-      const Array* bias32 = kind == Kind::layer ? &b32 : nullptr;
+    for (const NormKind kind : {NormKind::layer_norm, NormKind::rms_norm}) {
+      const std::string k = kind_tag(kind), K = std::string(norm_title(kind));
+      const Array* bias = kind == NormKind::layer_norm ? &b : nullptr;
+      const Array* bias32 = kind == NormKind::layer_norm ? &b32 : nullptr;
       const ForwardRun f16 = forward(norms, kind, x, &w, bias, eps);
       const ForwardRun f32 = forward(norms, kind, x32, &w32, bias32, eps);
       rec.at_most(k + "_f32_reference_vs_oracle_for_" + d, K + " f32 reference (for " + d + ") against the fp64 oracle, / bound",
@@ -132,8 +132,8 @@ void check_low_precision_reference(const Norms& norms, Recorder& rec) {
   rec.is_true("f16_4000_squared_overflows", "4000² rounded to f16 is Inf",
               std::isinf(to_float(to_f16(4000.0f * 4000.0f))), "yes: f16's largest finite value is 65504");
   const Norms control = unpromoted_f16_norms();
-  for (const Kind kind : {Kind::rms, Kind::layer}) {
-    const std::string k = kind_tag(kind), K = kind_name(kind);
+  for (const NormKind kind : {NormKind::rms_norm, NormKind::layer_norm}) {
+    const std::string k = kind_tag(kind), K = std::string(norm_title(kind));
     const ForwardRun f32 = forward(norms, kind, x32, nullptr, nullptr, eps);
     const Array ref(DType::f16, 1, 4, f32.y.values());
     const Vec tol = tolerance(DType::f16, f32);
@@ -141,12 +141,12 @@ void check_low_precision_reference(const Norms& norms, Recorder& rec) {
     agree(rec, k + "_1000_4000_f16_vs_f32", K + "[1000,2000,3000,4000] f16 against round(f32 reference)",
           f16.y.values(), ref.values(), tol);
     near_vec(rec, k + "_1000_4000_f16", K + "[1000,2000,3000,4000] f16 values", f16.y.values(),
-             kind == Kind::rms ? Vec{0.365, 0.730, 1.095, 1.461} : Vec{-1.342, -0.447, 0.447, 1.342},
+             kind == NormKind::rms_norm ? Vec{0.365, 0.730, 1.095, 1.461} : Vec{-1.342, -0.447, 0.447, 1.342},
              add(Vec(4, 5e-4), tol));
 
     // The negative control squares in f16: Inf, mean Inf, rsqrt 0, y = 0.
     Array yc(DType::f16, 1, 4);
-    if (kind == Kind::rms)
+    if (kind == NormKind::rms_norm)
       control.rms_norm(x16.mat(), {}, eps, yc.mat(), {});
     else
       control.layer_norm(x16.mat(), {}, {}, eps, yc.mat(), {}, {});

@@ -126,9 +126,9 @@ void check_runtime_arithmetic(const Norms& norms, Recorder& rec) {
   openblas_set_num_threads(1);
 #endif
 
-  for (const Kind kind : {Kind::rms, Kind::layer}) {
-    const std::string k = kind_tag(kind), K = kind_name(kind);
-    c.model.norm = kind == Kind::rms ? model::NormKind::rms_norm : model::NormKind::layer_norm;
+  for (const NormKind kind : {NormKind::rms_norm, NormKind::layer_norm}) {
+    const std::string k = kind_tag(kind), K = std::string(norm_title(kind));
+    c.model.norm = kind == NormKind::rms_norm ? NormKind::rms_norm : NormKind::layer_norm;
     profile::Step step(c, model_norms(norms));
     const profile::StepProfile p = profile::profile_step(step, 2, 9, profile::Statistic::fastest);
     const auto& norm = p.classes[static_cast<std::size_t>(profile::OpClass::normalization)];
@@ -168,8 +168,8 @@ void check_runtime_arithmetic(const Norms& norms, Recorder& rec) {
     // the oracle.
     const Array xa(DType::f32, rows, D, Rng(29).normals(rows * D));
     const Array ga(DType::f32, Vec(static_cast<std::size_t>(D), 1.0)), ba(DType::f32, Vec(static_cast<std::size_t>(D), 0.0));
-    const ForwardRun check = forward(norms, kind, xa, &ga, kind == Kind::layer ? &ba : nullptr,
-                                     kind == Kind::rms ? 1e-6 : 1e-5);
+    const ForwardRun check = forward(norms, kind, xa, &ga, kind == NormKind::layer_norm ? &ba : nullptr,
+                                     kind == NormKind::rms_norm ? 1e-6 : 1e-5);
     rec.at_most(k + "_step_norm_vs_oracle", K + " as timed, on an input of the step's shape: worst |y − oracle| / bound",
                 check.worst_ratio(), 1.0);
   }
@@ -191,8 +191,8 @@ void check_seed_claims(const Norms& norms, Recorder& rec) {
       const std::string m = mean == 0.0 ? "zero_mean" : "mean_1";
       const Array x16(DType::bf16, rows, D, rng.normals(rows * D, mean, 1.0));
       const Array x32(DType::f32, rows, D, x16.values());
-      const ForwardRun ln = forward(norms, Kind::layer, x32, nullptr, nullptr, 1e-5);
-      const ForwardRun rms = forward(norms, Kind::rms, x32, nullptr, nullptr, 1e-6);
+      const ForwardRun ln = forward(norms, NormKind::layer_norm, x32, nullptr, nullptr, 1e-5);
+      const ForwardRun rms = forward(norms, NormKind::rms_norm, x32, nullptr, nullptr, 1e-6);
       const Array ln16(DType::bf16, rows, D, ln.y.values()), rms16(DType::bf16, rows, D, rms.y.values());
       // Exactly, LN(x) ∝ x − μ1 and RMS(x) ∝ x, so cos = cos(x − μ1, x)
       // whatever eps is. Rounding moves each output's direction by at most
@@ -226,8 +226,8 @@ void check_seed_claims(const Norms& norms, Recorder& rec) {
     Vec v = rng.normals(Dz / 2);
     for (std::int64_t j = 0; j < Dz / 2; ++j) v.push_back(-v[j]);
     const Array xz(DType::f32, v);
-    const ForwardRun ln = forward(norms, Kind::layer, xz, nullptr, nullptr, 1e-5);
-    const ForwardRun rms = forward(norms, Kind::rms, xz, nullptr, nullptr, 1e-5);
+    const ForwardRun ln = forward(norms, NormKind::layer_norm, xz, nullptr, nullptr, 1e-5);
+    const ForwardRun rms = forward(norms, NormKind::rms_norm, xz, nullptr, nullptr, 1e-5);
     double worst = 0;
     for (std::size_t j = 0; j < v.size(); ++j) {
       const auto i = static_cast<std::int64_t>(j);

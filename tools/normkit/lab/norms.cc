@@ -5,12 +5,14 @@
 #include <optional>
 #include <vector>
 
-#include "lab/array.hpp"
+#include "support/array.hpp"
 #include "normkit/half.hpp"
 #include "normkit/ops.hpp"
 #include "reference.hpp"
 
 namespace normkit::lab {
+
+using support::store;
 
 Norms library_norms() {
   Norms n;

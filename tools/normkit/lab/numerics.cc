@@ -6,21 +6,20 @@
 
 namespace normkit::lab {
 
-std::string kind_name(Kind k) { return k == Kind::layer ? "LayerNorm" : "RMSNorm"; }
-std::string kind_tag(Kind k) { return k == Kind::layer ? "ln" : "rms"; }
+std::string kind_tag(NormKind k) { return k == NormKind::layer_norm ? "ln" : "rms"; }
 
 namespace {
 
 ConstVector view_or_absent(const Array* a) { return a ? a->vec() : ConstVector{}; }
 
 // x̂ of the oracle and μ_|x| per row.
-void normalized(Kind kind, const Array& x, const reference::Forward& ref, std::vector<double>& xhat,
+void normalized(NormKind kind, const Array& x, const reference::Forward& ref, std::vector<double>& xhat,
                 std::vector<double>& mean_abs) {
   const std::int64_t rows = x.rows(), D = x.cols();
   xhat.assign(static_cast<std::size_t>(rows * D), 0.0);
   mean_abs.assign(static_cast<std::size_t>(rows), 0.0);
   for (std::int64_t r = 0; r < rows; ++r) {
-    const double mu = kind == Kind::layer ? ref.mean[r] : 0.0;
+    const double mu = kind == NormKind::layer_norm ? ref.mean[r] : 0.0;
     for (std::int64_t j = 0; j < D; ++j) {
       xhat[r * D + j] = (x.get(r, j) - mu) * ref.rstd[r];
       mean_abs[r] += std::fabs(x.get(r, j));
@@ -29,16 +28,16 @@ void normalized(Kind kind, const Array& x, const reference::Forward& ref, std::v
   }
 }
 
-reference::Forward oracle_forward(Kind kind, const Array& x, const Array* weight, const Array* bias,
+reference::Forward oracle_forward(NormKind kind, const Array& x, const Array* weight, const Array* bias,
                                   double eps) {
-  return kind == Kind::layer
+  return kind == NormKind::layer_norm
              ? reference::layer_norm(x.mat(), view_or_absent(weight), view_or_absent(bias), eps)
              : reference::rms_norm(x.mat(), view_or_absent(weight), eps);
 }
 
 }  // namespace
 
-std::vector<double> forward_bound(Kind kind, DType out, const Array& x, const std::vector<double>& w,
+std::vector<double> forward_bound(NormKind kind, DType out, const Array& x, const std::vector<double>& w,
                                   const std::vector<double>& b, const reference::Forward& ref) {
   const std::int64_t rows = x.rows(), D = x.cols();
   std::vector<double> xhat, mean_abs;
@@ -49,7 +48,7 @@ std::vector<double> forward_bound(Kind kind, DType out, const Array& x, const st
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t j = 0; j < D; ++j) {
       const std::int64_t i = r * D + j;
-      const double bias = kind == Kind::layer ? std::fabs(b[j]) : 0.0;
+      const double bias = kind == NormKind::layer_norm ? std::fabs(b[j]) : 0.0;
       bound[i] = u_out * std::fabs(ref.y[i]) +
                  grow * u_acc * (std::fabs(w[j]) * (std::fabs(xhat[i]) + ref.rstd[r] * mean_abs[r]) + bias) +
                  smallest_subnormal(out);
@@ -66,13 +65,13 @@ double ForwardRun::worst_ratio() const {
   return worst;
 }
 
-ForwardRun forward(const Norms& norms, Kind kind, const Array& x, const Array* weight,
+ForwardRun forward(const Norms& norms, NormKind kind, const Array& x, const Array* weight,
                    const Array* bias, double eps) {
   ForwardRun run;
   const DType st = stat_dtype(x.dtype());
   run.y = Array(x.dtype(), x.rows(), x.cols());
   run.rstd = Array(st, 1, x.rows());
-  if (kind == Kind::layer) {
+  if (kind == NormKind::layer_norm) {
     run.mean = Array(st, 1, x.rows());
     norms.layer_norm(x.mat(), view_or_absent(weight), view_or_absent(bias), eps, run.y.mat(),
                      run.mean.vec(), run.rstd.vec());
@@ -88,7 +87,7 @@ ForwardRun forward(const Norms& norms, Kind kind, const Array& x, const Array* w
   return run;
 }
 
-BackwardRun backward(const Norms& norms, Kind kind, const Array& dy, const Array& x,
+BackwardRun backward(const Norms& norms, NormKind kind, const Array& dy, const Array& x,
                      const Array* weight, const Array* bias, double eps) {
   const ForwardRun f = forward(norms, kind, x, weight, bias, eps);
   const std::int64_t rows = x.rows(), D = x.cols();
@@ -96,7 +95,7 @@ BackwardRun backward(const Norms& norms, Kind kind, const Array& dy, const Array
   BackwardRun run;
   run.dx = Array(x.dtype(), rows, D);
   run.dweight = Array(wt, 1, D);
-  if (kind == Kind::layer) {
+  if (kind == NormKind::layer_norm) {
     run.dbias = Array(wt, 1, D);
     norms.layer_norm_backward(dy.mat(), x.mat(), f.mean.vec(), f.rstd.vec(), view_or_absent(weight),
                               run.dx.mat(), run.dweight.vec(), run.dbias.vec());
@@ -139,7 +138,7 @@ BackwardRun backward(const Norms& norms, Kind kind, const Array& dy, const Array
   for (std::int64_t j = 0; j < D; ++j) {
     run.dw_bound[j] = u_w * std::fabs(run.ref.dweight[j]) +
                       4.0 * (sqrt_d + rows_d + 2.0) * u_acc * run.dw_bound[j] + smallest_subnormal(wt);
-    const double db = kind == Kind::layer ? run.ref.dbias[j] : 0.0;
+    const double db = kind == NormKind::layer_norm ? run.ref.dbias[j] : 0.0;
     run.db_bound[j] =
         u_w * std::fabs(db) + (rows_d + 2.0) * u_acc * run.db_bound[j] + smallest_subnormal(wt);
   }
@@ -161,7 +160,7 @@ double dot(const Vec& a, const Vec& b) {
 
 double norm2(const Vec& v) { return std::sqrt(dot(v, v)); }
 
-Mat jacobian_from_backward(const Norms& norms, Kind kind, const Array& x, double eps, Mat* bound) {
+Mat jacobian_from_backward(const Norms& norms, NormKind kind, const Array& x, double eps, Mat* bound) {
   const std::int64_t D = x.cols();
   Array xs(x.dtype(), D, D), dy(x.dtype(), D, D);
   for (std::int64_t i = 0; i < D; ++i)

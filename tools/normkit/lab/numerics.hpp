@@ -9,17 +9,19 @@
 #include <vector>
 
 #include "bounds.hpp"
-#include "lab/array.hpp"
+#include "lab/rng.hpp"
 #include "lab/check.hpp"
 #include "lab/norms.hpp"
 #include "normkit/ops.hpp"
 #include "reference.hpp"
+#include "support/array.hpp"
+#include "support/norm_kind.hpp"
 
 namespace normkit::lab {
 
-enum class Kind { layer, rms };
-std::string kind_name(Kind k);  // "LayerNorm" / "RMSNorm"
-std::string kind_tag(Kind k);   // "ln" / "rms", for value names
+using support::Array;
+
+std::string kind_tag(NormKind k);   // "ln" / "rms", for value names
 
 // Roundoff units, subnormal floors and the growth factor of the contract's
 // bound: one definition, shared with the test suite (bounds.hpp).
@@ -42,11 +44,11 @@ struct ForwardRun {
   // max over elements of |y − ref| / bound: ≤ 1 when the contract holds.
   double worst_ratio() const;
 };
-ForwardRun forward(const Norms& norms, Kind kind, const Array& x, const Array* weight,
+ForwardRun forward(const Norms& norms, NormKind kind, const Array& x, const Array* weight,
                    const Array* bias, double eps);
 // The bound alone, for y = norm(x) in dtype `out` (used when a comparison
 // needs the budget of a result computed some other way).
-std::vector<double> forward_bound(Kind kind, DType out, const Array& x, const std::vector<double>& w,
+std::vector<double> forward_bound(NormKind kind, DType out, const Array& x, const std::vector<double>& w,
                                   const std::vector<double>& b, const reference::Forward& ref);
 
 // One backward of the norms under test at x (its own forward supplies the
@@ -62,7 +64,7 @@ struct BackwardRun {
   reference::Backward ref;
   std::vector<double> dx_bound, dw_bound, db_bound;
 };
-BackwardRun backward(const Norms& norms, Kind kind, const Array& dy, const Array& x,
+BackwardRun backward(const Norms& norms, NormKind kind, const Array& dy, const Array& x,
                      const Array* weight, const Array* bias, double eps);
 
 // Dense row-major n×n matrices and vectors of doubles.
@@ -81,7 +83,7 @@ double dot(const Vec& a, const Vec& b);
 // dtype, built from the backward of the norms under test: row i of J is
 // Jᵀe_i = backward(dy = e_i), all D rows in one call. `bound` receives the
 // per-element bound of each entry (BackwardRun::dx_bound).
-Mat jacobian_from_backward(const Norms& norms, Kind kind, const Array& x, double eps,
+Mat jacobian_from_backward(const Norms& norms, NormKind kind, const Array& x, double eps,
                            Mat* bound = nullptr);
 
 // Singular values of a square matrix, largest first, by one-sided Jacobi

@@ -6,7 +6,7 @@
 
 namespace normkit::measure {
 
-std::string_view norm_name(Norm n) { return n == Norm::layer ? "layer" : "rms"; }
+std::string_view norm_name(NormKind n) { return n == NormKind::layer_norm ? "layer" : "rms"; }
 
 std::string_view pass_name(Pass p) {
   switch (p) {
@@ -18,7 +18,7 @@ std::string_view pass_name(Pass p) {
   return "?";
 }
 
-const Op& find_op(Norm norm, Pass pass) {
+const Op& find_op(NormKind norm, Pass pass) {
   for (const Op& op : kOps)
     if (op.norm == norm && op.pass == pass) return op;
   throw std::logic_error("measure: no op in the table for this norm and pass");

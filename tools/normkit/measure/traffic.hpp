@@ -18,10 +18,10 @@
 #include <string_view>
 
 #include "normkit/tensor.hpp"
+#include "support/norm_kind.hpp"
 
 namespace normkit::measure {
 
-enum class Norm : std::uint8_t { layer, rms };
 enum class Pass : std::uint8_t {
   forward,        // y = norm(x)
   backward,       // dx (and dweight, dbias) from dy, x and the saved statistics
@@ -29,7 +29,7 @@ enum class Pass : std::uint8_t {
   add_then_norm,  // the same as two calls: an add, then the plain norm of h
 };
 
-std::string_view norm_name(Norm n);
+std::string_view norm_name(NormKind n);
 std::string_view pass_name(Pass p);
 
 // Every array an op may touch.
@@ -56,7 +56,7 @@ struct Arrays {
 
 struct Op {
   std::string_view name;  // the public function timed ("add_then_*": an add, then that function)
-  Norm norm;
+  NormKind norm;
   Pass pass;
   Arrays reads;   // arrays the op must read once
   Arrays writes;  // arrays the op must write once
@@ -66,29 +66,29 @@ struct Op {
 // forward); backward ops produce every gradient. add_then_* reads h a second
 // time: that extra pass over h is exactly what the fused op saves.
 inline constexpr Op kOps[] = {
-    {"layer_norm", Norm::layer, Pass::forward,
+    {"layer_norm", NormKind::layer_norm, Pass::forward,
      {Array::x, Array::weight, Array::bias}, {Array::y, Array::mean, Array::rstd}},
-    {"rms_norm", Norm::rms, Pass::forward,
+    {"rms_norm", NormKind::rms_norm, Pass::forward,
      {Array::x, Array::weight}, {Array::y, Array::rstd}},
-    {"layer_norm_backward", Norm::layer, Pass::backward,
+    {"layer_norm_backward", NormKind::layer_norm, Pass::backward,
      {Array::dy, Array::x, Array::mean, Array::rstd, Array::weight},
      {Array::dx, Array::dweight, Array::dbias}},
-    {"rms_norm_backward", Norm::rms, Pass::backward,
+    {"rms_norm_backward", NormKind::rms_norm, Pass::backward,
      {Array::dy, Array::x, Array::rstd, Array::weight}, {Array::dx, Array::dweight}},
-    {"add_layer_norm", Norm::layer, Pass::fused,
+    {"add_layer_norm", NormKind::layer_norm, Pass::fused,
      {Array::x, Array::residual, Array::weight, Array::bias},
      {Array::h, Array::y, Array::mean, Array::rstd}},
-    {"add_rms_norm", Norm::rms, Pass::fused,
+    {"add_rms_norm", NormKind::rms_norm, Pass::fused,
      {Array::x, Array::residual, Array::weight}, {Array::h, Array::y, Array::rstd}},
-    {"add_then_layer_norm", Norm::layer, Pass::add_then_norm,
+    {"add_then_layer_norm", NormKind::layer_norm, Pass::add_then_norm,
      {Array::x, Array::residual, Array::h, Array::weight, Array::bias},
      {Array::h, Array::y, Array::mean, Array::rstd}},
-    {"add_then_rms_norm", Norm::rms, Pass::add_then_norm,
+    {"add_then_rms_norm", NormKind::rms_norm, Pass::add_then_norm,
      {Array::x, Array::residual, Array::h, Array::weight}, {Array::h, Array::y, Array::rstd}},
 };
 
 // The op timed by a given norm and pass.
-const Op& find_op(Norm norm, Pass pass);
+const Op& find_op(NormKind norm, Pass pass);
 
 // What one call works on.
 struct Shape {

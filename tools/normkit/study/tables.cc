@@ -12,7 +12,6 @@ namespace normkit::study {
 
 namespace {
 
-using model::NormKind;
 using model::Placement;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -481,10 +480,10 @@ void layernorm_vs_rmsnorm(Study& s, Runner& runner, const model::TextData& data)
   std::map<NormKind, std::vector<double>> ms;
   // Seed by seed, alternating the two, so a slow spell of the host falls on both.
   for (int k = 1; k <= p.seeds; ++k)
-    for (const NormKind kind : model::kNormKinds)
+    for (const NormKind kind : kNormKinds)
       runner.run(config_of(p, data.vocab(), p.depth, Placement::pre, kind), options_of(p, p.base_lr, 0, p.steps),
                  static_cast<std::uint64_t>(k));
-  for (const NormKind kind : model::kNormKinds) {
+  for (const NormKind kind : kNormKinds) {
     auto rs = runner.seeds(config_of(p, data.vocab(), p.depth, Placement::pre, kind), options_of(p, p.base_lr, 0, p.steps));
     for (const Run* r : rs) ms[kind].push_back(r->median_step_ms);
     t.rows.push_back({std::string(model::norm_kind_name(kind)), of_seeds(diverged(rs), p.seeds), spread(vals(rs)),
