@@ -15,6 +15,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include "support/norm_kind.hpp"
+
 namespace normkit_py {
 
 using normkit::NormKind;
