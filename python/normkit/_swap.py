@@ -18,6 +18,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
+from ._normkit import cuda_device_count
+
 # Output dtype rules a normkit module can follow. Hugging Face RMSNorms
 # compute in float32 and differ in the dtype they hand back: Llama-style
 # ``weight * x_hat.to(input_dtype)`` promotes to the wider of the input and
@@ -97,11 +99,21 @@ def describe(m: torch.nn.Module) -> Union[Candidate, str]:
     if b is not None and (w is None or tuple(b.shape) != ns):
         return "bias without a weight of the same shape"
     for p in (w, b):
-        if p is not None and (p.device.type != "cpu" or p.dtype not in _UNIT_ROUNDOFF):
-            return f"parameters are {p.dtype} on {p.device}; normkit's modules run on the CPU in float dtypes"
+        if p is not None and p.dtype not in _UNIT_ROUNDOFF:
+            return f"parameters are {p.dtype}; normkit's modules take float32, float64, float16 or bfloat16"
+        if p is not None and not _runs_on(p.device):
+            n = cuda_device_count()
+            where = f"the CPU and CUDA devices 0..{n - 1}" if n else "the CPU (no CUDA device in this build or machine)"
+            return f"parameters are on {p.device}; normkit runs on {where}"
     if any(d <= 0 for d in ns) or (eps is not None and not (eps >= 0 and math.isfinite(eps))):
         return f"normalized_shape {ns} or eps {eps} outside what normkit accepts"
     return Candidate(ns, eps, w, b)
+
+
+def _runs_on(device: torch.device) -> bool:
+    if device.type == "cpu":
+        return True
+    return device.type == "cuda" and (device.index or 0) < cuda_device_count()
 
 
 def tolerance(dtypes: Sequence[torch.dtype], D: int, rows: int) -> float:
@@ -189,7 +201,10 @@ def match(
     ``OUTPUT_DTYPE_RULES``.
     """
     rules = list(normkit_dtype_rules or OUTPUT_DTYPE_RULES)
-    x64, dy64, w64, b64 = _probe_tensors(cand.normalized_shape, cand.eps)
+    # The probes run where the parameters are (a module without any runs
+    # anywhere: the CPU).
+    device = next((p.device for p in (cand.weight, cand.bias) if p is not None), torch.device("cpu"))
+    x64, dy64, w64, b64 = (t.to(device) for t in _probe_tensors(cand.normalized_shape, cand.eps))
     D = math.prod(cand.normalized_shape)
 
     def params(p_dtype: torch.dtype) -> dict:
@@ -211,7 +226,7 @@ def match(
 
     # Grad mode on and autocast off whatever the caller's context; warnings the
     # module gives on a mixed-dtype probe are about the probe, not the model.
-    with torch.enable_grad(), torch.autocast("cpu", enabled=False), warnings.catch_warnings():
+    with torch.enable_grad(), torch.autocast(device.type, enabled=False), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ran, errors = [], []
         for xd, pd, ps in probes:

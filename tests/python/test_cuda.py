@@ -62,3 +62,27 @@ def test_arguments_on_different_devices_are_an_error():
     x = torch.randn(4, 8, device="cuda")
     with pytest.raises(ValueError, match="weight"):
         normkit.rms_norm(x, (8,), torch.ones(8), 1e-6)
+
+
+def test_replace_norms_swaps_a_module_on_the_gpu_checked_there():
+    class LlamaStyleRMSNorm(torch.nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.weight = torch.nn.Parameter(1 + 0.1 * torch.randn(d))
+            self.variance_epsilon = 1e-6
+
+        def forward(self, x):
+            h = x.to(torch.float32)
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+            return self.weight * h.to(x.dtype)
+
+    model = torch.nn.Sequential(LlamaStyleRMSNorm(512)).cuda()
+    x = torch.randn(4, 9, 512, device="cuda")
+    want = model(x)
+    weight = model[0].weight
+    report = nkt.replace_norms(model)
+    assert report[0].swapped, report[0].reason
+    assert model[0].weight is weight  # the same Parameter, still on the GPU
+    got = model(x)
+    assert got.device == x.device
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -116,3 +116,11 @@ def test_tolerance_scales_with_dtype_and_width():
     # A LayerNorm/RMSNorm mix-up or a lost (1 + w) is an O(1) difference; a
     # correct bf16 implementation is within a few 2^-8.
     assert 2**-7 < _swap.tolerance([bf16], 4096, 6) < 0.1
+
+
+def test_parameters_on_a_device_normkit_cannot_use_are_left_alone_with_the_reason():
+    # The meta device stands for any device without a normkit backend here.
+    model = torch.nn.Sequential(LlamaStyleRMSNorm(D).to("meta"))
+    report = nkt.replace_norms(model)
+    assert type(model[0]) is LlamaStyleRMSNorm and not report[0].swapped
+    assert report[0].reason.startswith("parameters are on meta; normkit runs on the CPU")
