@@ -17,7 +17,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_torch.py"
 def test_bench_torch_runs_and_writes_every_record(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     r = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--threads", "1", "--shapes", "2x256", "--json", str(out)],
+        [sys.executable, str(SCRIPT), "--quick", "--threads", "1", "--shapes", "2x256,1x256", "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -29,7 +29,10 @@ def test_bench_torch_runs_and_writes_every_record(tmp_path: Path) -> None:
     assert seen == want
     for rec in d["results"]:
         impls = {"torch", "normkit", "normkit out="} | ({"composite"} if rec["op"] == "rms_norm" else set())
+        if rec["rows"] == 1 and rec["mode"] == "fwd+bwd":
+            impls.add("empty Function")  # the autograd engine's floor
         assert set(rec["seconds"]) == impls, rec
         assert all(t > 0 for t in rec["seconds"].values()), rec
-    assert len(d["accuracy"]) == 4  # one per op and dtype at the one shape
+    assert len(d["accuracy"]) == 8  # one per op and dtype at each shape
     assert "target layer_norm fwd+bwd" in r.stdout
+    assert "floor layer_norm fp32 1x256 fwd+bwd: empty Function" in r.stdout
