@@ -294,4 +294,17 @@ int launch_backward(const BackwardArgs& a, const Plan& plan, cudaStream_t stream
   return static_cast<int>(cudaGetLastError());
 }
 
+// A 16-bit activation dtype T: xin, dh_out and dx (the residual stream of
+// the fused op) and the parameters each in T or f32, as the call's dtypes say.
+template <class T>
+int launch_backward_16bit(const BackwardArgs& a, const Plan& plan, void* stream, void* scratch) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  const bool i32 = a.xin_dtype == DType::f32;
+  const bool w32 = a.w_dtype == DType::f32;
+  if (i32 && w32) return launch_backward<T, float, float>(a, plan, s, scratch);
+  if (i32) return launch_backward<T, float, T>(a, plan, s, scratch);
+  if (w32) return launch_backward<T, T, float>(a, plan, s, scratch);
+  return launch_backward<T, T, T>(a, plan, s, scratch);
+}
+
 }  // namespace normkit::detail::cuda

@@ -1,19 +1,12 @@
-// Backward instantiations for bf16 activations: xin, dh_out and dx (the
-// residual stream of the fused op) and the parameters each in bf16 or f32.
+// The backward kernels for bf16 activations, in a translation unit of their own
+// so that nvcc compiles the dtypes in parallel.
 #include "cuda/backward.cuh"
 #include "cuda/launch.hpp"
 
 namespace normkit::detail::cuda {
 
 int backward_bf16(const BackwardArgs& a, const Plan& plan, void* stream, void* scratch) {
-  using T = __nv_bfloat16;
-  const auto s = static_cast<cudaStream_t>(stream);
-  const bool i32 = a.xin_dtype == DType::f32;
-  const bool w32 = a.w_dtype == DType::f32;
-  if (i32 && w32) return launch_backward<T, float, float>(a, plan, s, scratch);
-  if (i32) return launch_backward<T, float, T>(a, plan, s, scratch);
-  if (w32) return launch_backward<T, T, float>(a, plan, s, scratch);
-  return launch_backward<T, T, T>(a, plan, s, scratch);
+  return launch_backward_16bit<__nv_bfloat16>(a, plan, stream, scratch);
 }
 
 }  // namespace normkit::detail::cuda

@@ -191,4 +191,17 @@ int launch_forward(const ForwardArgs& a, const Plan& plan, cudaStream_t stream, 
   return static_cast<int>(cudaGetLastError());
 }
 
+// A 16-bit activation dtype T: the residual stream (residual, h) and the
+// parameters each in T or f32, as the call's dtypes say.
+template <class T>
+int launch_forward_16bit(const ForwardArgs& a, const Plan& plan, void* stream, void* scratch) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  const bool r32 = a.residual && a.res_dtype == DType::f32;
+  const bool w32 = a.w_dtype == DType::f32;
+  if (r32 && w32) return launch_forward<T, float, float>(a, plan, s, scratch);
+  if (r32) return launch_forward<T, float, T>(a, plan, s, scratch);
+  if (w32) return launch_forward<T, T, float>(a, plan, s, scratch);
+  return launch_forward<T, T, T>(a, plan, s, scratch);
+}
+
 }  // namespace normkit::detail::cuda
