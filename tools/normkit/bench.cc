@@ -459,6 +459,7 @@ class Runner {
     r.copy_gbps = c.copy_gbps;
     r.read_gbps = c.read_gbps;
     r.copy_method = c.copy_method;
+    r.copy_s = c.copy_median_s;
     r.ceiling_gbps = ceiling_gbps(r.traffic, c);
     r.pct_of_ceiling = 100.0 * r.gbps / r.ceiling_gbps;
   }

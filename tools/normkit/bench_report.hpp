@@ -34,6 +34,7 @@ struct Record {
   double ceiling_gbps = 0;   // the least time the traffic needs at the ceilings, as GB/s
   double pct_of_ceiling = 0;
   double copy_gbps = 0, read_gbps = 0;  // the two ceilings at this size and thread count
+  double copy_s = 0;         // one copy of the working set at this size and thread count
   std::string copy_method;
 };
 
