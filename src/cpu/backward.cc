@@ -14,6 +14,15 @@
 // partials in block order: bitwise identical for any thread count.
 // Shapes: dy, xin, dh_out, dx: (rows, D); mean, rstd: (rows); weight,
 // dweight, dbias: (D).
+//
+// The levels of one call, outermost first (defined below innermost first),
+// and what each decides:
+//   cpu_backward                      threads, row blocks, the reduction
+//   BackwardRows                      dy's dtype (and so the compute type)
+//   BackwardRowsOf16BitDy             xin's and the weight's dtypes of 16-bit dy
+//   BackwardRowsWithPartials          whether the rows accumulate dweight/dbias partials (null: none)
+//   BackwardRowsWithParams            weight arranged once for the range, or read as stored
+//   BackwardRowLoop                   the rows: PassAChunk over each chunk, then PassBRow
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/backward.cc"
@@ -22,7 +31,9 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
-#include "cpu/vec-inl.hpp"
+#include "cpu/arrange-inl.hpp"
+#include "cpu/prefetch-inl.hpp"
+#include "cpu/rows-inl.hpp"
 
 #ifndef NORMKIT_CPU_BACKWARD_ONCE_
 #define NORMKIT_CPU_BACKWARD_ONCE_
@@ -80,7 +91,7 @@ struct XhatMap {
 };
 
 // Pass A over one chunk of the row, a pair of vectors at a
-// time (see Pair in vec-inl.hpp; kEO: the even/odd layout of bf16 rows):
+// time (see Pair in pairs-inl.hpp; kEO: the even/odd layout of bf16 rows):
 // four independent FMA/add chains, enough to cover the 4-cycle FMA latency.
 // kParams: also accumulate dy·x̂ into pdw and dy into pdb, in the pair
 // layout (so a bf16 row's partials are in even/odd order within each pair;
@@ -89,10 +100,9 @@ struct XhatMap {
 // what pdw and pdb hold, so they need no clearing (+0 as the start keeps
 // the sign of zero sums as before).
 template <bool kParams, bool kEO, class DC, class TD, class TI, class TW>
-HWY_INLINE void ChunkA(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
-                       std::size_t n, const XhatMap<DC>& xhat_of, hn::Vec<DC> Off,
-                       hn::TFromD<DC>* HWY_RESTRICT pdw, hn::TFromD<DC>* HWY_RESTRICT pdb, bool first,
-                       RowSums& sums, NextRows& next) {
+HWY_INLINE void PassAChunk(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
+                           std::size_t n, const XhatMap<DC>& xhat_of, hn::Vec<DC> Off, hn::TFromD<DC>* HWY_RESTRICT pdw,
+                           hn::TFromD<DC>* HWY_RESTRICT pdb, bool first, RowSums& sums, NextRows& next) {
   const std::size_t N = hn::Lanes(dc);
   const std::size_t P = 2 * N;
   auto g0 = hn::Zero(dc), g1 = hn::Zero(dc), gx0 = hn::Zero(dc), gx1 = hn::Zero(dc);
@@ -135,9 +145,9 @@ HWY_INLINE void ChunkA(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT 
 // (in-place): every pair is loaded before the same one is stored. `stream`:
 // non-temporal stores; `next`: the next row's dy and x, fetched meanwhile.
 template <bool kDhOut, bool kEO, class DC, class TD, class TI, class TW>
-HWY_INLINE void RowB(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w, const TI* dh_out, TI* dx,
-                     std::size_t D, const XhatMap<DC>& xhat_of, hn::Vec<DC> R, hn::Vec<DC> Off, hn::Vec<DC> MG,
-                     hn::Vec<DC> MGX, bool stream, NextRows& next) {
+HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w, const TI* dh_out, TI* dx,
+                         std::size_t D, const XhatMap<DC>& xhat_of, hn::Vec<DC> R, hn::Vec<DC> Off, hn::Vec<DC> MG,
+                         hn::Vec<DC> MGX, bool stream, NextRows& next) {
   const std::size_t P = 2 * hn::Lanes(dc);
   auto half = [&](auto dyv, auto xv, auto wv) HWY_ATTR {
     const auto g = hn::Mul(kIsArranged<TW> ? wv : hn::Add(wv, Off), dyv);
@@ -184,8 +194,8 @@ HWY_INLINE void RowB(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w,
 // sums (started by its first row), or null when no parameter gradient is
 // wanted.
 template <bool kParams, class C, class TD, class TI, class TW>
-void BackwardRowsP(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream,
-                   const TW* w, double offset) {
+void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream,
+                     const TW* w, double offset) {
   const hn::ScalableTag<C> dc;
   const std::size_t D = static_cast<std::size_t>(a.D);
   const double Dd = static_cast<double>(D);
@@ -204,66 +214,65 @@ void BackwardRowsP(const BackwardArgs& a, std::int64_t begin, std::int64_t end, 
     const auto R = hn::Set(dc, rstd[row]);
     RowSums sums;
     for (std::size_t off = 0; off < D; off += kChunk)
-      ChunkA<kParams, kEO>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
-                           kParams ? pdw + off : nullptr, kParams ? pdb + off : nullptr, row == begin, sums,
-                           next);
+      PassAChunk<kParams, kEO>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
+                               kParams ? pdw + off : nullptr, kParams ? pdb + off : nullptr, row == begin, sums, next);
     const auto MG = hn::Set(dc, mean ? static_cast<C>(sums.g / Dd) : C{0});
     const auto MGX = hn::Set(dc, static_cast<C>(sums.gx / Dd));
     if (a.dh_out)
-      RowB<true, kEO>(dc, dy, x, w, RowPtr<TI>(a.dh_out, a.dh_out_stride, row), dx, D, xhat_of, R, Off, MG, MGX,
-                      stream, next);
+      PassBRow<true, kEO>(dc, dy, x, w, RowPtr<TI>(a.dh_out, a.dh_out_stride, row), dx, D, xhat_of, R, Off, MG, MGX,
+                          stream, next);
     else
-      RowB<false, kEO>(dc, dy, x, w, static_cast<const TI*>(nullptr), dx, D, xhat_of, R, Off, MG, MGX, stream,
-                       next);
+      PassBRow<false, kEO>(dc, dy, x, w, static_cast<const TI*>(nullptr), dx, D, xhat_of, R, Off, MG, MGX, stream,
+                           next);
   }
   if (stream) hwy::FlushStream();  // order the non-temporal stores before the join
 }
 
 // The weight arranged once per range where that saves a conversion per row
-// (see ArrangeParams in vec-inl.hpp), else read as stored.
+// (arrange-inl.hpp), else read as stored.
 template <bool kParams, class C, class TD, class TI, class TW>
-void BackwardRowsT(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream) {
+void BackwardRowsWithParams(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream) {
   const TW* w = static_cast<const TW*>(a.weight);
   if constexpr (kArrange<C, TI, TW>) {
     const ArrangedRows<C> g =
         ArrangeForRows<kEvenOdd<TI>>(hn::ScalableTag<C>(), end - begin, static_cast<std::size_t>(a.D), w,
                                      static_cast<const TW*>(nullptr), static_cast<C>(a.weight_offset));
-    if (g.w) return BackwardRowsP<kParams, C, TD, TI>(a, begin, end, pdw, pdb, stream, g.w, 0.0);
+    if (g.w) return BackwardRowLoop<kParams, C, TD, TI>(a, begin, end, pdw, pdb, stream, g.w, 0.0);
   }
-  BackwardRowsP<kParams, C, TD, TI>(a, begin, end, pdw, pdb, stream, w, a.weight_offset);
+  BackwardRowLoop<kParams, C, TD, TI>(a, begin, end, pdw, pdb, stream, w, a.weight_offset);
 }
 
 template <class C, class TD, class TI, class TW>
-void BackwardTyped(const BackwardArgs& a, std::int64_t begin, std::int64_t end, void* pdw, void* pdb,
-                   bool stream) {
+void BackwardRowsWithPartials(const BackwardArgs& a, std::int64_t begin, std::int64_t end, void* pdw, void* pdb,
+                                      bool stream) {
   if (pdw)
-    BackwardRowsT<true, C, TD, TI, TW>(a, begin, end, static_cast<C*>(pdw), static_cast<C*>(pdb), stream);
+    BackwardRowsWithParams<true, C, TD, TI, TW>(a, begin, end, static_cast<C*>(pdw), static_cast<C*>(pdb), stream);
   else
-    BackwardRowsT<false, C, TD, TI, TW>(a, begin, end, nullptr, nullptr, stream);
+    BackwardRowsWithParams<false, C, TD, TI, TW>(a, begin, end, nullptr, nullptr, stream);
 }
 
 // The valid (xin, weight) dtypes for 16-bit dy: dy's own or f32.
 template <class TD>
-void Backward16(const BackwardArgs& a, std::int64_t begin, std::int64_t end, void* pdw, void* pdb, bool stream) {
+void BackwardRowsOf16BitDy(const BackwardArgs& a, std::int64_t begin, std::int64_t end, void* pdw, void* pdb,
+                           bool stream) {
   const bool i32 = a.xin_dtype == DType::f32;
   const bool w32 = a.w_dtype == DType::f32;
-  if (i32 && w32) return BackwardTyped<float, TD, float, float>(a, begin, end, pdw, pdb, stream);
-  if (i32) return BackwardTyped<float, TD, float, TD>(a, begin, end, pdw, pdb, stream);
-  if (w32) return BackwardTyped<float, TD, TD, float>(a, begin, end, pdw, pdb, stream);
-  return BackwardTyped<float, TD, TD, TD>(a, begin, end, pdw, pdb, stream);
+  if (i32 && w32) return BackwardRowsWithPartials<float, TD, float, float>(a, begin, end, pdw, pdb, stream);
+  if (i32) return BackwardRowsWithPartials<float, TD, float, TD>(a, begin, end, pdw, pdb, stream);
+  if (w32) return BackwardRowsWithPartials<float, TD, TD, float>(a, begin, end, pdw, pdb, stream);
+  return BackwardRowsWithPartials<float, TD, TD, TD>(a, begin, end, pdw, pdb, stream);
 }
 
 }  // namespace
 
 // pdw, pdb: the partial-sum rows of the block [begin, end), or null.
 // stream: write dx with non-temporal stores (see backward_streams).
-void BackwardRange(const BackwardArgs& a, std::int64_t begin, std::int64_t end, void* pdw, void* pdb,
-                   bool stream) {
+void BackwardRows(const BackwardArgs& a, std::int64_t begin, std::int64_t end, void* pdw, void* pdb, bool stream) {
   switch (a.dy_dtype) {
-    case DType::f32: return BackwardTyped<float, float, float, float>(a, begin, end, pdw, pdb, stream);
-    case DType::f64: return BackwardTyped<double, double, double, double>(a, begin, end, pdw, pdb, stream);
-    case DType::f16: return Backward16<hwy::float16_t>(a, begin, end, pdw, pdb, stream);
-    case DType::bf16: return Backward16<hwy::bfloat16_t>(a, begin, end, pdw, pdb, stream);
+    case DType::f32: return BackwardRowsWithPartials<float, float, float, float>(a, begin, end, pdw, pdb, stream);
+    case DType::f64: return BackwardRowsWithPartials<double, double, double, double>(a, begin, end, pdw, pdb, stream);
+    case DType::f16: return BackwardRowsOf16BitDy<hwy::float16_t>(a, begin, end, pdw, pdb, stream);
+    case DType::bf16: return BackwardRowsOf16BitDy<hwy::bfloat16_t>(a, begin, end, pdw, pdb, stream);
   }
 }
 
@@ -348,7 +357,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace normkit::detail {
 
-HWY_EXPORT(BackwardRange);
+HWY_EXPORT(BackwardRows);
 HWY_EXPORT(ComputeLanes);
 HWY_EXPORT(ReduceBlocks32);
 
@@ -373,7 +382,7 @@ std::int64_t padded_width(const BackwardArgs& a) {
 }
 
 // Lanes of a vector if pass A kept the partial sums in the even/odd layout
-// (bf16 rows, see ChunkA), else 0.
+// (bf16 rows, see PassAChunk), else 0.
 std::int64_t even_odd_lanes(const BackwardArgs& a) {
   return a.xin_dtype == DType::bf16 ? static_cast<std::int64_t>(HWY_DYNAMIC_DISPATCH(ComputeLanes)(a.dy_dtype)) : 0;
 }
@@ -456,7 +465,7 @@ void reduce_blocks(const C* partials, std::int64_t blocks, std::int64_t stride, 
       return;
     }
   }
-  double* sum = static_cast<double*>(scratch_buffer(static_cast<std::size_t>(D) * sizeof(double), 1));
+  double* sum = static_cast<double*>(scratch_buffer(static_cast<std::size_t>(D) * sizeof(double), Scratch::gradient_sums));
   for_each_partial(partials, D, eo_lanes, [&](std::int64_t j, C v) { sum[j] = static_cast<double>(v); });
   for (std::int64_t b = 1; b < blocks; ++b)
     for_each_partial(partials + b * stride, D, eo_lanes,
@@ -488,7 +497,7 @@ void cpu_backward(const BackwardArgs& args) {
 
   if (!wants_params(a)) {
     parallel_rows(a.rows, row_bytes, [&](std::int64_t begin, std::int64_t end) {
-      HWY_DYNAMIC_DISPATCH(BackwardRange)(a, begin, end, nullptr, nullptr, stream);
+      HWY_DYNAMIC_DISPATCH(BackwardRows)(a, begin, end, nullptr, nullptr, stream);
     });
     return;
   }
@@ -502,7 +511,7 @@ void cpu_backward(const BackwardArgs& args) {
   const ParamBlocks pb = param_blocks(a.rows, stride, acc_bytes(a));
   const std::int64_t eo = even_odd_lanes(a);
   const std::size_t bytes = static_cast<std::size_t>(pb.count * 2 * stride) * acc_bytes(a);
-  std::byte* partials = static_cast<std::byte*>(scratch_buffer(bytes, 0));
+  std::byte* partials = static_cast<std::byte*>(scratch_buffer(bytes, Scratch::param_partials));
   const std::size_t block_bytes = static_cast<std::size_t>(2 * stride) * acc_bytes(a);
 
   // A single block whose partial rows already are the gradients (their
@@ -512,7 +521,7 @@ void cpu_backward(const BackwardArgs& args) {
   if (pb.count == 1 && eo == 0 && stride == a.D && a.w_dtype == acc_dtype(a)) {
     void* pdw = a.dweight ? a.dweight : partials;
     void* pdb = a.dbias ? a.dbias : partials + block_bytes / 2;
-    HWY_DYNAMIC_DISPATCH(BackwardRange)(a, 0, a.rows, pdw, pdb, stream);
+    HWY_DYNAMIC_DISPATCH(BackwardRows)(a, 0, a.rows, pdw, pdb, stream);
     return;
   }
 
@@ -521,7 +530,7 @@ void cpu_backward(const BackwardArgs& args) {
     const std::int64_t end = std::min(a.rows, begin + pb.rows_per_block);
     std::byte* pdw = partials + static_cast<std::size_t>(block) * block_bytes;
     std::byte* pdb = pdw + block_bytes / 2;
-    HWY_DYNAMIC_DISPATCH(BackwardRange)(a, begin, end, pdw, pdb, stream);
+    HWY_DYNAMIC_DISPATCH(BackwardRows)(a, begin, end, pdw, pdb, stream);
   });
 
   // dweight rows sit at even multiples of `stride`, dbias rows at odd ones.

@@ -1,7 +1,28 @@
-// The forward kernels as templates over the norm kind and the storage
-// types, compiled once per Highway target by the files that include this:
-// forward.cc instantiates LayerNorm, forward_rms.cc RMSNorm, so a build
-// compiles the two in parallel. See forward.cc for the algorithm.
+// The forward kernels, LayerNorm and RMSNorm, plain and fused with the
+// residual add, as templates over the norm kind and the storage types.
+// forward_rows.inc compiles them once per Highway target for one norm kind;
+// forward_layer_norm.cc and forward_rms_norm.cc are its two instances.
+//
+// Per row (see docs/kernels.md):
+//   1. statistics in one pass over the row: Σx and Σx², f32 sums over chunks
+//      of kChunk elements added in double. LayerNorm takes the variance
+//      Σx² − D·mean² when |mean| ≤ std/4, where its error is inside the
+//      documented bound; other rows are re-read from cache for the corrected
+//      two-pass sums around the one-pass mean. (RMSNorm needs only Σx².) The
+//      fused op writes h = x + residual during the first pass and takes the
+//      statistics of the stored h.
+//   2. a rescale fallback when the statistics overflow (|x| ~ 1e20 in f32) or
+//      underflow (subnormal rows): zero cost on ordinary rows.
+//   3. the output pass, re-reading the row from cache.
+//
+// The levels of one call, outermost first (defined below innermost first),
+// and what each decides:
+//   ForwardRows            x's dtype (and so the compute type)
+//   ForwardRowsOf16BitX    the residual's and the parameters' dtypes of 16-bit x
+//   ForwardRowsWithParams  parameters arranged once for the range, or read as stored
+//   ForwardRowLoop         the rows, plain or fused
+//   StatsOfRow / FusedStatsOfRow, NormalizeRow, OutputRow   one row
+// Shapes: x, residual, h, y: (rows, D); weight, bias: (D); mean, rstd: (rows).
 //
 // Re-inclusion guard that toggles once per target (the Highway convention).
 #if defined(NORMKIT_CPU_FORWARD_INL_HPP_) == defined(HWY_TARGET_TOGGLE)
@@ -14,7 +35,9 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
-#include "cpu/vec-inl.hpp"
+#include "cpu/arrange-inl.hpp"
+#include "cpu/prefetch-inl.hpp"
+#include "cpu/rows-inl.hpp"
 
 #include <cassert>
 #include <cmath>
@@ -74,7 +97,7 @@ struct SumAcc {
 };
 
 // The pass-1 loop over a chunk of n elements, stepping over pairs of
-// vectors (see Pair in vec-inl.hpp): two pairs per iteration, then at most
+// vectors (see Pair in pairs-inl.hpp): two pairs per iteration, then at most
 // one whole pair and a zero-padded tail. whole(i) gives the pair at i,
 // part(i, k) the k < P elements at i zero-padded (padding adds 0 to both
 // sums). `next` is fetched as the pass goes (see NextRows); S0 and S1 are the
@@ -408,8 +431,8 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
 // Rows [begin, end) with storage types TX (x, y), TR (residual, h), TP
 // (weight, bias as read: the stored dtype, or Arranged) and compute type C.
 template <NormKind K, class C, class TX, class TR, class TP>
-void ForwardRowsP(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream, const TP* w,
-                  const TP* b, double offset) {
+void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream, const TP* w, const TP* b,
+                    double offset) {
   const hn::ScalableTag<C> dc;
   const std::size_t D = static_cast<std::size_t>(a.D);
   C* mean = static_cast<C*>(a.mean);
@@ -437,9 +460,10 @@ void ForwardRowsP(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bo
 }
 
 // Rows [begin, end) with storage types TX (x, y), TR (residual, h), TW
-// (weight, bias) and compute type C.
+// (weight, bias) and compute type C: the parameters arranged once for the
+// range where that pays (arrange-inl.hpp), else read as stored.
 template <NormKind K, class C, class TX, class TR, class TW>
-void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
+void ForwardRowsWithParams(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
   const TW* w = static_cast<const TW*>(a.weight);
   const TW* b = static_cast<const TW*>(a.bias);
   if constexpr (kArrange<C, TX, TW>) {
@@ -447,29 +471,32 @@ void ForwardRowsT(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bo
                                                            static_cast<std::size_t>(a.D), w,
                                                            K == NormKind::layer_norm ? b : nullptr,
                                                            static_cast<C>(a.weight_offset));
-    if (g.w) return ForwardRowsP<K, C, TX, TR>(a, begin, end, stream, g.w, g.b, 0.0);
+    if (g.w) return ForwardRowLoop<K, C, TX, TR>(a, begin, end, stream, g.w, g.b, 0.0);
   }
-  ForwardRowsP<K, C, TX, TR>(a, begin, end, stream, w, b, a.weight_offset);
+  ForwardRowLoop<K, C, TX, TR>(a, begin, end, stream, w, b, a.weight_offset);
 }
 
 // The valid (residual, weight) dtypes for 16-bit x: x's own or f32.
 template <NormKind K, class TX>
-void Forward16(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
+void ForwardRowsOf16BitX(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
   const bool r32 = a.residual && a.res_dtype == DType::f32;
   const bool w32 = a.w_dtype == DType::f32;
-  if (r32 && w32) return ForwardRowsT<K, float, TX, float, float>(a, begin, end, stream);
-  if (r32) return ForwardRowsT<K, float, TX, float, TX>(a, begin, end, stream);
-  if (w32) return ForwardRowsT<K, float, TX, TX, float>(a, begin, end, stream);
-  return ForwardRowsT<K, float, TX, TX, TX>(a, begin, end, stream);
+  if (r32 && w32) return ForwardRowsWithParams<K, float, TX, float, float>(a, begin, end, stream);
+  if (r32) return ForwardRowsWithParams<K, float, TX, float, TX>(a, begin, end, stream);
+  if (w32) return ForwardRowsWithParams<K, float, TX, TX, float>(a, begin, end, stream);
+  return ForwardRowsWithParams<K, float, TX, TX, TX>(a, begin, end, stream);
 }
 
+// Rows [begin, end) of a forward of kind K, by x's dtype: f32 and f64 rows
+// have parameters and residual of their own dtype, 16-bit rows may have f32
+// ones. stream: write y with non-temporal stores (forward_streams).
 template <NormKind K>
-void ForwardKind(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
+void ForwardRows(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
   switch (a.x_dtype) {
-    case DType::f32: return ForwardRowsT<K, float, float, float, float>(a, begin, end, stream);
-    case DType::f64: return ForwardRowsT<K, double, double, double, double>(a, begin, end, stream);
-    case DType::f16: return Forward16<K, hwy::float16_t>(a, begin, end, stream);
-    case DType::bf16: return Forward16<K, hwy::bfloat16_t>(a, begin, end, stream);
+    case DType::f32: return ForwardRowsWithParams<K, float, float, float, float>(a, begin, end, stream);
+    case DType::f64: return ForwardRowsWithParams<K, double, double, double, double>(a, begin, end, stream);
+    case DType::f16: return ForwardRowsOf16BitX<K, hwy::float16_t>(a, begin, end, stream);
+    case DType::bf16: return ForwardRowsOf16BitX<K, hwy::bfloat16_t>(a, begin, end, stream);
   }
 }
 

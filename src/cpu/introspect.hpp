@@ -24,7 +24,7 @@ const char* active_cpu_target();
 
 // AVX-512 BF16 (Cooper Lake, Sapphire Rapids, Zen 4 and later): the AVX-512
 // kernels round f32 to bf16 with its vcvtne2ps2bf16 instead of 7 integer
-// operations per vector (vec-inl.hpp, PackBf16Pair). Highway 1.0.3 has no
+// operations per vector (convert-inl.hpp, PackBf16Pair). Highway 1.0.3 has no
 // target that uses it. Outputs are bitwise identical either way.
 bool cpu_has_bf16_instructions();
 // Whether the AVX-512 kernels use them now: the CPU's answer by default;

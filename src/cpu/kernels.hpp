@@ -81,8 +81,4 @@ struct BackwardArgs {
 void cpu_forward(const ForwardArgs& a);
 void cpu_backward(const BackwardArgs& a);
 
-// Rows [begin, end) of an RMSNorm forward on the calling thread, at the best
-// SIMD target: cpu_forward's RMSNorm half, compiled apart (forward_rms.cc).
-void forward_rms_range(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream);
-
 }  // namespace normkit::detail

@@ -66,10 +66,10 @@ const void* constant_row(DType t, std::int64_t D, int value) {
   return p;
 }
 
-void* scratch_buffer(std::size_t bytes, int slot) {
-  thread_local GrowBuffer buffers[4];
+void* scratch_buffer(std::size_t bytes, Scratch use) {
+  thread_local GrowBuffer buffers[static_cast<int>(Scratch::count)];
   bool grew = false;
-  return buffers[slot].get(bytes, grew);
+  return buffers[static_cast<int>(use)].get(bytes, grew);
 }
 
 ParamBlocks param_blocks(std::int64_t rows, std::int64_t D_padded, std::size_t acc_bytes) {

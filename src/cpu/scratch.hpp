@@ -19,9 +19,17 @@ namespace normkit::detail {
 // code path; the extra stream is read from cache.
 const void* constant_row(DType t, std::int64_t D, int value);
 
-// A 64-byte aligned buffer of at least `bytes` bytes, one per (thread, slot).
+// What each of a thread's scratch buffers holds; one buffer per (thread, use).
+enum class Scratch : int {
+  param_partials,   // the backward's per-block dweight/dbias partial sums
+  gradient_sums,    // the f64 row those partials are summed into
+  arranged_params,  // weight (+ offset) and bias arranged for the loops
+  count,
+};
+
+// A 64-byte aligned buffer of at least `bytes` bytes, one per (thread, use).
 // Contents are unspecified.
-void* scratch_buffer(std::size_t bytes, int slot);
+void* scratch_buffer(std::size_t bytes, Scratch use);
 
 // The fixed partition of rows used by dweight/dbias: row block b covers rows
 // [b·rows_per_block, min(rows, (b+1)·rows_per_block)). It depends only on
@@ -36,23 +44,18 @@ struct ParamBlocks {
 // At most this many blocks: enough to keep 64 threads busy.
 inline constexpr std::int64_t kMaxParamBlocks = 64;
 // Rows per block. Each block costs 2·D partial sums, accumulated, written and
-// read back by the reduction, so blocks should be large; but
-// they are also the unit of work for threads. A bf16 LayerNorm backward in
-// cache (85 × 768) took 21-22 µs on two threads with eleven 8-row blocks,
-// 19-20 µs with three 32-row blocks (split 2 + 1), 15-16 µs with four
-// 22-row blocks. So a block has
-// kRowsPerBlock rows while that leaves at least kMinParamBlocks blocks,
-// fewer rows (down to kMinRowsPerBlock) for smaller calls, more where
-// kMaxParamBlocks or the memory bound would be exceeded.
+// read back by the reduction, so blocks should be large; but they are also
+// the unit of work for threads, so a small call needs several. A block has
+// kRowsPerBlock rows while that leaves at least kMinParamBlocks blocks, fewer
+// rows (down to kMinRowsPerBlock) for smaller calls, more where
+// kMaxParamBlocks or the memory bound would be exceeded (measured in
+// docs/kernels.md, "Backward").
 inline constexpr std::int64_t kRowsPerBlock = 32;
 inline constexpr std::int64_t kMinRowsPerBlock = 8;
 inline constexpr std::int64_t kMinParamBlocks = 4;
 // Upper bound on the partial-sum memory (unless a single block needs more):
-// the partials must stay in the L2 of a core. At 16 MiB, 8-row blocks of a
-// bf16 backward at D = 8192 (64 blocks, 4 MiB of partials) added a third to
-// its memory traffic: beyond cache it ran at 62-65% of the ceiling on one
-// thread and 55% on two, and at 74-76% on either with 1 MiB (16 blocks of
-// 32 rows); at D = 65536 (64 rows) 58-64% against 69-72%.
+// the partials must stay in the L2 of a core, or they add to the memory
+// traffic the op is bound by (docs/kernels.md, "Backward").
 inline constexpr std::size_t kParamScratchBytes = std::size_t{1} << 20;
 
 ParamBlocks param_blocks(std::int64_t rows, std::int64_t D_padded, std::size_t acc_bytes);

@@ -321,7 +321,7 @@ TEST_P(Kernels, BackwardEveryDtypeAndWidth) {
 // Outputs of kStreamMinBytes or more are written with non-temporal stores,
 // after peeling to an aligned address: rows here start unaligned (strides
 // D + 2, D + 3) and end in a partial vector. At D = 1000 the 16-bit
-// parameters are arranged (forward-inl.hpp), and a bf16 row that does not
+// parameters are arranged (arrange-inl.hpp), and a bf16 row that does not
 // start at a pair boundary is written with ordinary stores.
 TEST_P(Kernels, LargeOutputsWithStreamingStores) {
   std::mt19937_64 rng(10);
@@ -787,7 +787,7 @@ TEST_P(Kernels, BitwiseAcrossThreadCounts) {
 
 INSTANTIATE_TEST_SUITE_P(AllTargets, Kernels, ::testing::ValuesIn(detail::cpu_targets()), target_test_name);
 
-// On the AVX-512 target, the AVX-512 BF16 rounding (vec-inl.hpp, PackBf16Pair) gives every bf16
+// On the AVX-512 target, the AVX-512 BF16 rounding (convert-inl.hpp, PackBf16Pair) gives every bf16
 // output bit for bit as the integer rounding: forward, fused h, dx, dweight
 // and dbias, with exact zeros and subnormals among the outputs (the
 // instruction flushes subnormals; those pairs must fall back).

@@ -1,0 +1,114 @@
+// Parameters arranged once per range of rows: weight + offset and bias
+// converted to the compute type in the pair layout of the loops that read
+// them, so a row pays no conversion for them. Compiled once per Highway
+// target (see convert-inl.hpp).
+
+// Re-inclusion guard that toggles once per target (the Highway convention).
+#if defined(NORMKIT_CPU_ARRANGE_INL_HPP_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NORMKIT_CPU_ARRANGE_INL_HPP_
+#undef NORMKIT_CPU_ARRANGE_INL_HPP_
+#else
+#define NORMKIT_CPU_ARRANGE_INL_HPP_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "cpu/pairs-inl.hpp"
+#include "cpu/scratch.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace normkit::detail::HWY_NAMESPACE {
+
+// A parameter row arranged once per range of rows (ArrangeParams): values in
+// the compute type, already in the pair layout of the loop that reads them,
+// zero-padded to whole pairs. A pair of it is two plain loads in either
+// layout, and its tail is the whole padded pair.
+template <class C>
+struct Arranged {
+  C v;
+};
+template <class T>
+inline constexpr bool kIsArranged = false;
+template <class C>
+inline constexpr bool kIsArranged<Arranged<C>> = true;
+
+template <bool kEO, class DC, class C>
+HWY_INLINE Pair<DC> LoadPair(DC dc, const Arranged<C>* HWY_RESTRICT p) {
+  static_assert(std::is_same_v<C, hn::TFromD<DC>>);
+  const std::size_t N = hn::Lanes(dc);
+  return {hn::LoadU(dc, &p[0].v), hn::LoadU(dc, &p[N].v)};
+}
+template <bool kEO, class DC, class C>
+HWY_INLINE Pair<DC> LoadPairTail(DC dc, const Arranged<C>* HWY_RESTRICT p, std::size_t /*n*/) {
+  return LoadPair<kEO>(dc, p);
+}
+
+// Parameters are arranged (see Arranged) where that saves a conversion per
+// row: 16-bit parameters, or f32 parameters of a bf16 row (whose even/odd
+// loops would split them with shuffles); for at least kArrangeMinRows rows,
+// so one row (a decode step) does not pay for a pass over the parameters;
+// and up to kArrangeMaxRowBytes per arranged row, since wider arranged rows
+// cost more L2 room than the conversions they save (measured in
+// docs/kernels.md, "The affine x̂ and the arranged parameters").
+template <class C, class TX, class TW>
+inline constexpr bool kArrange = !std::is_same_v<TW, C> || kEvenOdd<TX>;
+inline constexpr std::int64_t kArrangeMinRows = 4;
+inline constexpr std::size_t kArrangeMaxRowBytes = 16 * 1024;
+
+inline bool ArrangesParams(std::int64_t rows, std::size_t arranged_row_bytes) {
+  return rows >= kArrangeMinRows && arranged_row_bytes <= kArrangeMaxRowBytes;
+}
+
+// gw = w + off and gb = b (if b is not null) as Arranged rows for loops of
+// layout kEO, in the compute type: the same values the loops would form
+// from w and b themselves, so results do not depend on the arrangement.
+template <bool kEO, class DC, class TW>
+HWY_NOINLINE void ArrangeParams(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_RESTRICT b, std::size_t D,
+                                hn::TFromD<DC> off, Arranged<hn::TFromD<DC>>* HWY_RESTRICT gw,
+                                Arranged<hn::TFromD<DC>>* HWY_RESTRICT gb) {
+  const std::size_t N = hn::Lanes(dc);
+  const std::size_t P = 2 * N;
+  const auto Off = hn::Set(dc, off);
+  auto load = [&](const TW* p, std::size_t i) HWY_ATTR {
+    return D - i >= P ? LoadPair<kEO>(dc, p + i) : LoadPairTail<kEO>(dc, p + i, D - i);
+  };
+  for (std::size_t i = 0; i < D; i += P) {
+    const Pair<DC> wv = load(w, i);
+    hn::StoreU(hn::Add(wv.a, Off), dc, &gw[i].v);
+    hn::StoreU(hn::Add(wv.b, Off), dc, &gw[i + N].v);
+    if (b) {
+      const Pair<DC> bv = load(b, i);
+      hn::StoreU(bv.a, dc, &gb[i].v);
+      hn::StoreU(bv.b, dc, &gb[i + N].v);
+    }
+  }
+}
+
+// This thread's arranged weight (+ off) and, if b is not null, bias for
+// `rows` rows of width D read by loops of layout kEO, in this thread's
+// arranged_params scratch; both null where arranging does not pay
+// (ArrangesParams).
+template <class C>
+struct ArrangedRows {
+  const Arranged<C>* w = nullptr;
+  const Arranged<C>* b = nullptr;
+};
+template <bool kEO, class DC, class TW>
+HWY_INLINE ArrangedRows<hn::TFromD<DC>> ArrangeForRows(DC dc, std::int64_t rows, std::size_t D, const TW* w,
+                                                       const TW* b, hn::TFromD<DC> off) {
+  using C = hn::TFromD<DC>;
+  const std::size_t padded = hwy::RoundUpTo(D, 2 * hn::Lanes(dc));
+  if (!ArrangesParams(rows, padded * sizeof(C))) return {};
+  void* buffer = scratch_buffer((b ? 2 : 1) * padded * sizeof(C), Scratch::arranged_params);
+  auto* gw = static_cast<Arranged<C>*>(buffer);
+  Arranged<C>* gb = b ? gw + padded : nullptr;
+  ArrangeParams<kEO>(dc, w, b, D, off, gw, gb);
+  return {gw, gb};
+}
+
+}  // namespace normkit::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // NORMKIT_CPU_ARRANGE_INL_HPP_

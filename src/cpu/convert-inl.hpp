@@ -1,0 +1,256 @@
+// Loading any storage dtype as compute lanes (f32, or f64 for f64 data) and
+// storing compute lanes back with round-to-nearest-even, whole vectors and
+// zero-padded tails. Compiled once per Highway target: include this after
+// <hwy/highway.h> in a file that uses foreach_target.h.
+//
+// Storage types: float, double, hwy::float16_t, hwy::bfloat16_t. The 16-bit
+// types are converted in registers and never used for arithmetic.
+
+// Re-inclusion guard that toggles once per target (the Highway convention).
+#if defined(NORMKIT_CPU_CONVERT_INL_HPP_) == defined(HWY_TARGET_TOGGLE)
+#ifdef NORMKIT_CPU_CONVERT_INL_HPP_
+#undef NORMKIT_CPU_CONVERT_INL_HPP_
+#else
+#define NORMKIT_CPU_CONVERT_INL_HPP_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "cpu/introspect.hpp"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace normkit::detail::HWY_NAMESPACE {
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The F16C instructions (vcvtph2ps / vcvtps2ph) round to nearest even and
+// handle subnormals, Inf and NaN exactly; Highway uses them on AVX2 and
+// AVX-512. Highway 1.0.3's fallbacks for older targets truncate and mishandle
+// Inf/NaN, so there we convert with the integer code below instead.
+#undef NORMKIT_HW_F16
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#define NORMKIT_HW_F16 1
+#else
+#define NORMKIT_HW_F16 0
+#endif
+
+// Most compute lanes of any target: tail buffers are sized by this.
+template <class C>
+inline constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(C);
+
+// f16 bits (in the low half of u32 lanes) -> f32, exact for every input.
+template <class DF>
+HWY_INLINE hn::Vec<DF> F32FromF16Bits(DF df, hn::Vec<hn::RebindToUnsigned<DF>> h) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
+  const auto em = hn::And(h, hn::Set(du, 0x7fffu));
+  // Normal and subnormal halves: the 15 magnitude bits placed at the top of an
+  // f32 mantissa are the value times 2^-112 (a subnormal f32 for f16
+  // subnormals), so one exact multiply rebiases the exponent.
+  const auto finite = hn::BitCast(
+      du, hn::Mul(hn::BitCast(df, hn::ShiftLeft<13>(em)), hn::Set(df, 0x1p112f)));
+  const auto special = hn::Or(hn::ShiftLeft<13>(em), hn::Set(du, 0x7f800000u));  // Inf, NaN
+  const auto is_special = hn::RebindMask(du, hn::Gt(hn::BitCast(di, em), hn::Set(di, 0x7bff)));
+  return hn::BitCast(df, hn::Or(hn::IfThenElse(is_special, special, finite), sign));
+}
+
+// f32 -> f16 bits (low half of u32 lanes), round to nearest even; identical to
+// normkit::to_f16 for every input.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> F16BitsFromF32(DF df, hn::Vec<DF> v) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto u = hn::BitCast(du, v);
+  const auto sign = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 0x8000u));
+  const auto a = hn::And(u, hn::Set(du, 0x7fffffffu));
+  const auto mag = hn::Abs(v);
+  // Normal result: rebias the exponent, round the 13 dropped bits to even.
+  const auto rebased = hn::Sub(a, hn::Set(du, 112u << 23));
+  const auto round = hn::Add(hn::Set(du, 0xfffu), hn::And(hn::ShiftRight<13>(rebased), hn::Set(du, 1u)));
+  const auto normal = hn::ShiftRight<13>(hn::Add(rebased, round));
+  // Subnormal result: scale by 2^24 (exact) and let the FPU round to an
+  // integer by adding 2^23, whose ulp is 1.
+  const auto scaled = hn::Add(hn::Mul(mag, hn::Set(df, 0x1p24f)), hn::Set(df, 0x1p23f));
+  const auto sub = hn::Sub(hn::BitCast(du, scaled), hn::Set(du, 0x4b000000u));
+  auto bits = hn::IfThenElse(hn::RebindMask(du, hn::Lt(mag, hn::Set(df, 0x1p-14f))), sub, normal);
+  bits = hn::IfThenElse(hn::RebindMask(du, hn::Ge(mag, hn::Set(df, 65520.0f))), hn::Set(du, 0x7c00u), bits);
+  bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Set(du, 0x7e00u), bits);
+  return hn::Or(bits, sign);
+}
+
+// f32 -> the nearest bf16 (ties to even), identical to normkit::to_bf16 for
+// every input: the bf16 bits are the top half of each returned u32 lane, the
+// bottom half is left over and must be discarded. Highway 1.0.3's
+// DemoteTo(bf16) truncates, which would double the output error, so we round
+// here. A NaN keeps its sign and top payload bits and gets the quiet bit
+// (rounding could carry it into Inf). NaN is found with IsNaN: on AVX-512,
+// 1.0.3's Ne is an ordered compare and is false for NaN.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16RoundedBits(DF df, hn::Vec<DF> v) {
+  (void)df;
+  const hn::RebindToUnsigned<DF> du;
+  const auto u = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  const auto rounded = hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), lsb);
+  const auto quiet_nan = hn::Or(u, hn::Set(du, 0x00400000u));
+  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
+}
+
+// f32 -> bf16 bits (low half of u32 lanes), rounded as Bf16RoundedBits.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16BitsFromF32(DF df, hn::Vec<DF> v) {
+  return hn::ShiftRight<16>(Bf16RoundedBits(df, v));
+}
+
+// Two f32 vectors rounded to bf16 and packed into one vector of u32 lanes:
+// the even-indexed bf16 from `even` in the bottom half of each lane, the
+// odd-indexed from `odd` in the top half (little-endian memory order).
+//
+// On AVX-512 with the BF16 extension (g_bf16_instructions) one
+// vcvtne2ps2bf16 rounds both vectors and a vpermw interleaves them: 2 vector
+// instructions and a test instead of 16, which were half the arithmetic of a
+// bf16 forward pass. Inf, NaN (quieted, payload kept) and overflow to Inf
+// round as Bf16RoundedBits does, but the instruction flushes subnormal inputs
+// to zero.
+// A subnormal can only have become ±0, so a pair without a ±0 result is
+// exact; one with a ±0 checks its inputs and, if a lane is subnormal, takes
+// the integer path.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PackBf16Pair(DF df, hn::Vec<DF> even, hn::Vec<DF> odd) {
+  const hn::RebindToUnsigned<DF> du;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if constexpr (hn::MaxLanes(DF()) == 16) {
+    if (g_bf16_instructions) {
+      __m512i halves;  // bf16 of even in words 0-15, of odd in words 16-31
+      asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(odd.raw), "v"(even.raw));
+      constexpr int kSubnormal = 0x20;  // vfpclassps category
+      if (HWY_LIKELY(_mm512_testn_epi16_mask(halves, _mm512_set1_epi16(0x7fff)) == 0) ||
+          _kortestz_mask16_u8(_mm512_fpclass_ps_mask(even.raw, kSubnormal),
+                              _mm512_fpclass_ps_mask(odd.raw, kSubnormal))) {
+        alignas(64) static constexpr std::uint16_t kInterleave[32] = {
+            0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+            8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+        return hn::Vec<decltype(du)>{_mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), halves)};
+      }
+    }
+  }
+#endif
+  return hn::OrAnd(hn::ShiftRight<16>(Bf16RoundedBits(df, even)), Bf16RoundedBits(df, odd),
+                   hn::Set(du, 0xffff0000u));
+}
+
+// Loads Lanes(dc) elements of storage type T at p as compute lanes.
+template <class DC, class T>
+HWY_INLINE hn::Vec<DC> LoadAs(DC dc, const T* HWY_RESTRICT p) {
+  using C = hn::TFromD<DC>;
+  if constexpr (std::is_same_v<T, C>) {
+    return hn::LoadU(dc, p);
+  } else if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    static_assert(std::is_same_v<C, float>);
+    return hn::PromoteTo(dc, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DC>(), p));
+  } else {
+    static_assert(std::is_same_v<T, hwy::float16_t> && std::is_same_v<C, float>);
+#if NORMKIT_HW_F16
+    return hn::PromoteTo(dc, hn::LoadU(hn::Rebind<hwy::float16_t, DC>(), p));
+#else
+    const hn::Rebind<std::uint16_t, DC> du16;
+    const hn::RebindToUnsigned<DC> du32;
+    const auto h = hn::PromoteTo(du32, hn::LoadU(du16, reinterpret_cast<const std::uint16_t*>(p)));
+    return F32FromF16Bits(dc, h);
+#endif
+  }
+}
+
+// Stores v to Lanes(dc) elements of storage type T at p, rounding to nearest
+// even, and returns the value as stored (widened back), so a caller that
+// needs the rounded result (the fused h) does not reload it.
+template <class DC, class T>
+HWY_INLINE hn::Vec<DC> StoreAs(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p) {
+  using C = hn::TFromD<DC>;
+  if constexpr (std::is_same_v<T, C>) {
+    hn::StoreU(v, dc, p);
+    return v;
+  } else {
+    static_assert(std::is_same_v<C, float>);
+    const hn::Rebind<std::uint16_t, DC> du16;
+    const hn::RebindToUnsigned<DC> du32;
+    const hn::RebindToSigned<DC> di32;
+    hn::Vec<decltype(du32)> bits;
+    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+      bits = Bf16BitsFromF32(dc, v);
+    } else {
+      static_assert(std::is_same_v<T, hwy::float16_t>);
+#if NORMKIT_HW_F16
+      const hn::Rebind<hwy::float16_t, DC> df16;
+      const auto h = hn::DemoteTo(df16, v);
+      hn::StoreU(h, df16, p);
+      return hn::PromoteTo(dc, h);
+#else
+      bits = F16BitsFromF32(dc, v);
+#endif
+    }
+    // bits < 2^16, so the saturating i32 -> u16 narrowing is exact.
+    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16, reinterpret_cast<std::uint16_t*>(p));
+    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+      return hn::BitCast(dc, hn::ShiftLeft<16>(bits));
+    } else {
+      return F32FromF16Bits(dc, bits);
+    }
+  }
+}
+
+// StoreAs with a non-temporal store: p must be aligned to the stored
+// vector's size. Used only for large outputs that will not be read back.
+template <class DC, class T>
+HWY_INLINE void StreamAs(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p) {
+  using C = hn::TFromD<DC>;
+  if constexpr (std::is_same_v<T, C>) {
+    hn::Stream(v, dc, p);
+  } else if constexpr (hn::MaxLanes(hn::Rebind<std::uint16_t, DC>()) * 2 < 16) {
+    // The 16-bit vector is only part of a register (SSE4 and older): a
+    // non-temporal store would write the whole register, so store normally.
+    StoreAs(dc, v, p);
+  } else {
+    static_assert(std::is_same_v<C, float>);
+    const hn::Rebind<std::uint16_t, DC> du16;
+    hn::Vec<decltype(du16)> bits16;
+    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+      bits16 = hn::DemoteTo(du16, hn::BitCast(hn::RebindToSigned<DC>(), Bf16BitsFromF32(dc, v)));
+    } else {
+#if NORMKIT_HW_F16
+      bits16 = hn::BitCast(du16, hn::DemoteTo(hn::Rebind<hwy::float16_t, DC>(), v));
+#else
+      bits16 = hn::DemoteTo(du16, hn::BitCast(hn::RebindToSigned<DC>(), F16BitsFromF32(dc, v)));
+#endif
+    }
+    hn::Stream(bits16, du16, reinterpret_cast<std::uint16_t*>(p));
+  }
+}
+
+// The first n < Lanes(dc) elements at p, zero-padded. Copies through a small
+// buffer so nothing past the end of the row is touched.
+template <class DC, class T>
+HWY_INLINE hn::Vec<DC> LoadTail(DC dc, const T* HWY_RESTRICT p, std::size_t n) {
+  HWY_ALIGN T buf[kMaxLanes<hn::TFromD<DC>>];
+  std::memset(static_cast<void*>(buf), 0, sizeof(buf));
+  std::memcpy(static_cast<void*>(buf), p, n * sizeof(T));
+  return LoadAs(dc, buf);
+}
+
+// Stores the first n < Lanes(dc) lanes of v to p; returns v as stored.
+template <class DC, class T>
+HWY_INLINE hn::Vec<DC> StoreTail(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p, std::size_t n) {
+  HWY_ALIGN T buf[kMaxLanes<hn::TFromD<DC>>];
+  const auto stored = StoreAs(dc, v, buf);
+  std::memcpy(static_cast<void*>(p), buf, n * sizeof(T));
+  return stored;
+}
+
+}  // namespace normkit::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // NORMKIT_CPU_CONVERT_INL_HPP_
