@@ -66,6 +66,22 @@ foreach(line IN LISTS lines)
 
   if(impl STREQUAL "normkit")
     list(APPEND seen "${op}/${dtype}")
+    if(op STREQUAL "add_rms_norm_backward")
+      # Reads dy, h and dh_out (rows·D each), weight (D), rstd (rows f32);
+      # writes dh (rows·D) and dweight (D).
+      if(dtype STREQUAL "f32")
+        set(size 4)
+      else()
+        set(size 2)
+      endif()
+      math(EXPR want_read "3 * ${rows} * ${D} * ${size} + ${D} * ${size} + ${rows} * 4")
+      math(EXPR want_written "${rows} * ${D} * ${size} + ${D} * ${size}")
+      if(NOT bytes_read EQUAL want_read OR NOT bytes_written EQUAL want_written)
+        message(FATAL_ERROR "record ${i}: add_rms_norm_backward ${dtype} ${rows}x${D} moves "
+                            "${bytes_read}+${bytes_written} bytes, expected "
+                            "${want_read}+${want_written}: ${rec}")
+      endif()
+    endif()
     if(op STREQUAL "layer_norm")
       # x and y (rows·D each), weight and bias (D each, same dtype), mean and rstd (rows f32 each).
       if(dtype STREQUAL "f32")
@@ -85,7 +101,8 @@ foreach(line IN LISTS lines)
 endforeach()
 
 foreach(op layer_norm rms_norm layer_norm_backward rms_norm_backward add_layer_norm add_rms_norm
-           add_then_layer_norm add_then_rms_norm)
+           add_then_layer_norm add_then_rms_norm add_layer_norm_backward add_rms_norm_backward
+           layer_norm_backward_then_add rms_norm_backward_then_add)
   foreach(dtype f32 bf16 f16)
     if(NOT "${op}/${dtype}" IN_LIST seen)
       message(FATAL_ERROR "no normkit record for ${op} ${dtype}")

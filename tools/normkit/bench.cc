@@ -36,11 +36,11 @@ using namespace normkit::bench;
 
 constexpr const char* kHelp = R"(usage: normkit bench [options]
 
-Times LayerNorm and RMSNorm (forward, backward, fused add+norm, and an add
-followed by the norm as two calls) through the public API, next to the bytes
-each call must move, the GB/s reached, and the memory-bandwidth ceiling
-(copy and read loops) measured in the same run at the same working-set size
-and thread count. Baselines in the same run: the naive two-pass scalar loops
+Times LayerNorm and RMSNorm (forward, backward, fused add+norm forward and
+backward, and each fused op's two separate calls) through the public API,
+next to the bytes each call must move, the GB/s reached, and the
+memory-bandwidth ceiling (copy and read loops) measured in the same run at
+the same working-set size and thread count. Baselines in the same run: the naive two-pass scalar loops
 a user would write, and oneDNN's layer normalization (if built with it).
 
 Size classes:
@@ -70,8 +70,10 @@ options:
                      out of those cells
   --output FILE      also write the JSON records to FILE
   --ops LIST         op names (layer_norm, rms_norm_backward, add_rms_norm,
-                     add_then_layer_norm, ...) or passes (forward, backward,
-                     fused, add_then_norm)                 [all]
+                     add_then_layer_norm, add_rms_norm_backward,
+                     rms_norm_backward_then_add, ...) or passes (forward,
+                     backward, fused, add_then_norm, fused_backward,
+                     backward_then_add)                    [all]
   --norms LIST       layer, rms                            [both]
   --dtypes LIST      f32, bf16, f16                        [all three]
   --threads LIST     thread counts                         [1,2]

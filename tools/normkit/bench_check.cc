@@ -84,7 +84,18 @@ std::string check_backward(const Op& op, const Shape& s, const Tensors& t) {
       scale[r * D + j] = rstd * (std::abs(g[j] * dyd[r * D + j]) + mean_g + xh * mean_gx);
     }
   }
-  return compare("dx", reference::to_double(rows_of(t, Array::dx, s)), ref.dx, scale, s);
+  if (op.pass == Pass::fused_backward) {  // dh = dx + dh_out, rounded once
+    std::vector<double> want = reference::to_double(rows_of(t, Array::dh_out, s));
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] += ref.dx[i];
+    return compare("dh", reference::to_double(rows_of(t, Array::dh, s)), want, scale, s);
+  }
+  const std::vector<double> dx = reference::to_double(rows_of(t, Array::dx, s));
+  if (auto e = compare("dx", dx, ref.dx, scale, s); !e.empty() || op.pass == Pass::backward) return e;
+  // backward_then_add: the add's own contract, dh = dx + dh_out of the stored
+  // dx rounded once to dh's dtype.
+  std::vector<double> sum = reference::to_double(rows_of(t, Array::dh_out, s)), zero(sum.size(), 0.0);
+  for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += dx[i];
+  return compare("dh", reference::to_double(rows_of(t, Array::dh, s)), sum, zero, s);
 }
 
 std::string check_forward(const Op& op, const Shape& s, const Tensors& t) {
@@ -117,7 +128,7 @@ std::string check_forward(const Op& op, const Shape& s, const Tensors& t) {
 }  // namespace
 
 void write_checked_stats(const Op& op, const Shape& s, const Tensors& t, bool variance) {
-  if (op.pass != Pass::backward) return;
+  if (!is_backward(op.pass)) return;
   const reference::Forward f = oracle_forward(op, rows_of(t, Array::x, s), {}, {});
   auto* mean = reinterpret_cast<float*>(t[Array::mean]);
   auto* rstd = reinterpret_cast<float*>(t[Array::rstd]);
@@ -128,7 +139,7 @@ void write_checked_stats(const Op& op, const Shape& s, const Tensors& t, bool va
 }
 
 std::string check_outputs(const Op& op, const Shape& s, const Tensors& t) {
-  return op.pass == Pass::backward ? check_backward(op, s, t) : check_forward(op, s, t);
+  return is_backward(op.pass) ? check_backward(op, s, t) : check_forward(op, s, t);
 }
 
 }  // namespace normkit::bench

@@ -84,12 +84,29 @@ Call normkit_prepare(const Op& op, const Shape& s, std::span<const Tensors> sets
         else
           rms_norm(v.m(A::h), v.param(A::weight), kEps, v.m(A::y), v.stat(A::rstd));
         return;
+      case Pass::fused_backward:
+        if (ln)
+          add_layer_norm_backward(v.m(A::dy), v.m(A::dh_out), v.m(A::x), v.stat(A::mean), v.stat(A::rstd),
+                                  v.param(A::weight), v.m(A::dh), v.param(A::dweight), v.param(A::dbias));
+        else
+          add_rms_norm_backward(v.m(A::dy), v.m(A::dh_out), v.m(A::x), v.stat(A::rstd), v.param(A::weight),
+                                v.m(A::dh), v.param(A::dweight));
+        return;
+      case Pass::backward_then_add:
+        if (ln)
+          layer_norm_backward(v.m(A::dy), v.m(A::x), v.stat(A::mean), v.stat(A::rstd), v.param(A::weight),
+                              v.m(A::dx), v.param(A::dweight), v.param(A::dbias));
+        else
+          rms_norm_backward(v.m(A::dy), v.m(A::x), v.stat(A::rstd), v.param(A::weight), v.m(A::dx),
+                            v.param(A::dweight));
+        threaded_add(s.act, v.t[A::dx], v.t[A::dh_out], v.t[A::dh], s.rows * s.D);
+        return;
     }
   };
 }
 
 const Impl kNormkitImpl{"normkit",
-                        "the public API (normkit::layer_norm, ...); add_then_*: a SIMD add, then the norm",
+                        "the public API (normkit::layer_norm, ...); add_then_*, *_then_add: the norm and a SIMD add",
                         true, false, true, normkit_param_dtype, normkit_prepare};
 
 const std::vector<Impl>& registry() {

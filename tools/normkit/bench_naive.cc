@@ -60,12 +60,13 @@ void rms_norm(const T* x, const T* weight, float eps, T* y, float* rstd, std::in
   }
 }
 
-// dx = rstd·(g − mean(g) − x̂·mean(g·x̂)), g = weight·dy, x̂ = (x − mean)·rstd;
-// dweight = Σ_rows dy·x̂, dbias = Σ_rows dy. For RMSNorm mean is 0 and the
-// mean(g) term is absent. acc_w, acc_b: (D) float accumulators.
+// dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) [+ dh_out], g = weight·dy,
+// x̂ = (x − mean)·rstd; dweight = Σ_rows dy·x̂, dbias = Σ_rows dy. For RMSNorm
+// mean is 0 and the mean(g) term is absent. dh_out: null, or added before
+// dx is rounded (the fused backward). acc_w, acc_b: (D) float accumulators.
 template <class T>
 void norm_backward(bool layer, const T* dy, const T* x, const float* mean, const float* rstd,
-                   const T* weight, T* dx, T* dweight, T* dbias, std::int64_t rows,
+                   const T* weight, const T* dh_out, T* dx, T* dweight, T* dbias, std::int64_t rows,
                    std::int64_t D, std::vector<float>& acc_w, std::vector<float>& acc_b) {
   acc_w.assign(static_cast<std::size_t>(D), 0.0f);
   acc_b.assign(static_cast<std::size_t>(D), 0.0f);
@@ -87,7 +88,8 @@ void norm_backward(bool layer, const T* dy, const T* x, const float* mean, const
     const float mgx = sum_gx / static_cast<float>(D);
     for (std::int64_t i = 0; i < D; ++i) {
       const float xh = (load(xr, i) - m) * s;
-      store(dxr, i, s * (load(weight, i) * load(dyr, i) - mg - xh * mgx));
+      const float extra = dh_out ? load(dh_out + r * D, i) : 0.0f;
+      store(dxr, i, s * (load(weight, i) * load(dyr, i) - mg - xh * mgx) + extra);
     }
   }
   for (std::int64_t i = 0; i < D; ++i) {
@@ -126,8 +128,8 @@ Call prepare_typed(const Op& op, const Shape& s, std::span<const Tensors> sets) 
         return;
       case Pass::backward:
         norm_backward(ln, at(Array::dy), at(Array::x), stat(Array::mean), stat(Array::rstd),
-                      at(Array::weight), at(Array::dx), at(Array::dweight), at(Array::dbias),
-                      s.rows, s.D, *acc_w, *acc_b);
+                      at(Array::weight), static_cast<const T*>(nullptr), at(Array::dx), at(Array::dweight),
+                      at(Array::dbias), s.rows, s.D, *acc_w, *acc_b);
         return;
       case Pass::fused:  // a row's add, then that row's norm
         for (std::int64_t r = 0; r < s.rows; ++r) {
@@ -139,6 +141,17 @@ Call prepare_typed(const Op& op, const Shape& s, std::span<const Tensors> sets) 
       case Pass::add_then_norm:
         add(at(Array::x), at(Array::residual), at(Array::h), s.rows * s.D);
         norm(at(Array::h), s.rows, 0);
+        return;
+      case Pass::fused_backward:  // dh_out added to each element before it is stored
+        norm_backward(ln, at(Array::dy), at(Array::x), stat(Array::mean), stat(Array::rstd),
+                      at(Array::weight), at(Array::dh_out), at(Array::dh), at(Array::dweight),
+                      at(Array::dbias), s.rows, s.D, *acc_w, *acc_b);
+        return;
+      case Pass::backward_then_add:
+        norm_backward(ln, at(Array::dy), at(Array::x), stat(Array::mean), stat(Array::rstd),
+                      at(Array::weight), static_cast<const T*>(nullptr), at(Array::dx), at(Array::dweight),
+                      at(Array::dbias), s.rows, s.D, *acc_w, *acc_b);
+        add(at(Array::dx), at(Array::dh_out), at(Array::dh), s.rows * s.D);
         return;
     }
   };

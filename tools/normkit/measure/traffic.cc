@@ -14,6 +14,8 @@ std::string_view pass_name(Pass p) {
     case Pass::backward: return "backward";
     case Pass::fused: return "fused";
     case Pass::add_then_norm: return "add_then_norm";
+    case Pass::fused_backward: return "fused_backward";
+    case Pass::backward_then_add: return "backward_then_add";
   }
   return "?";
 }

@@ -27,20 +27,26 @@ enum class Pass : std::uint8_t {
   backward,       // dx (and dweight, dbias) from dy, x and the saved statistics
   fused,          // h = x + residual, y = norm(h), in one call
   add_then_norm,  // the same as two calls: an add, then the plain norm of h
+  fused_backward,     // dh = norm_backward(dy) + dh_out, in one call
+  backward_then_add,  // the same as two calls: the plain backward into dx, then dh = dx + dh_out
 };
+
+constexpr bool is_backward(Pass p) {
+  return p == Pass::backward || p == Pass::fused_backward || p == Pass::backward_then_add;
+}
 
 std::string_view norm_name(NormKind n);
 std::string_view pass_name(Pass p);
 
 // Every array an op may touch.
 enum class Array : std::uint8_t {
-  x, residual, h, y, dy, dx, dh_out,  // (rows, D), activation dtype
-  weight, bias, dweight, dbias,    // (D), parameter dtype
-  mean, rstd,                      // (rows), f32
+  x, residual, h, y, dy, dx, dh_out, dh,  // (rows, D), activation dtype
+  weight, bias, dweight, dbias,        // (D), parameter dtype
+  mean, rstd,                          // (rows), f32
 };
-inline constexpr int kArrayCount = 13;
+inline constexpr int kArrayCount = 14;
 
-constexpr bool is_activation(Array a) { return a <= Array::dh_out; }
+constexpr bool is_activation(Array a) { return a <= Array::dh; }
 constexpr bool is_parameter(Array a) { return a >= Array::weight && a <= Array::dbias; }
 
 // A set of arrays as a bit mask.
@@ -55,7 +61,8 @@ struct Arrays {
 };
 
 struct Op {
-  std::string_view name;  // the public function timed ("add_then_*": an add, then that function)
+  std::string_view name;  // the public function timed ("add_then_*": an add, then that function;
+                          // "*_then_add": that function, then an add)
   NormKind norm;
   Pass pass;
   Arrays reads;   // arrays the op must read once
@@ -63,8 +70,10 @@ struct Op {
 };
 
 // The ops the bench times. Forward ops save their statistics (the training
-// forward); backward ops produce every gradient. add_then_* reads h a second
-// time: that extra pass over h is exactly what the fused op saves.
+// forward); backward ops produce every gradient (x stands for h in the fused
+// backward). add_then_* reads h a second time: that extra pass over h is
+// exactly what the fused op saves; *_backward_then_add writes dx and reads it
+// back, the two passes the fused backward saves.
 inline constexpr Op kOps[] = {
     {"layer_norm", NormKind::layer_norm, Pass::forward,
      {Array::x, Array::weight, Array::bias}, {Array::y, Array::mean, Array::rstd}},
@@ -85,6 +94,17 @@ inline constexpr Op kOps[] = {
      {Array::h, Array::y, Array::mean, Array::rstd}},
     {"add_then_rms_norm", NormKind::rms_norm, Pass::add_then_norm,
      {Array::x, Array::residual, Array::h, Array::weight}, {Array::h, Array::y, Array::rstd}},
+    {"add_layer_norm_backward", NormKind::layer_norm, Pass::fused_backward,
+     {Array::dy, Array::x, Array::dh_out, Array::mean, Array::rstd, Array::weight},
+     {Array::dh, Array::dweight, Array::dbias}},
+    {"add_rms_norm_backward", NormKind::rms_norm, Pass::fused_backward,
+     {Array::dy, Array::x, Array::dh_out, Array::rstd, Array::weight}, {Array::dh, Array::dweight}},
+    {"layer_norm_backward_then_add", NormKind::layer_norm, Pass::backward_then_add,
+     {Array::dy, Array::x, Array::mean, Array::rstd, Array::weight, Array::dx, Array::dh_out},
+     {Array::dx, Array::dweight, Array::dbias, Array::dh}},
+    {"rms_norm_backward_then_add", NormKind::rms_norm, Pass::backward_then_add,
+     {Array::dy, Array::x, Array::rstd, Array::weight, Array::dx, Array::dh_out},
+     {Array::dx, Array::dweight, Array::dh}},
 };
 
 // The op timed by a given norm and pass.
