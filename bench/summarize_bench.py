@@ -7,7 +7,8 @@
 Tables, for each size class and thread count present:
   * normkit's % of the bandwidth ceiling, op x dtype against D;
   * normkit's speed-up over oneDNN and over the naive loops (their time / normkit's);
-  * RMSNorm time / LayerNorm time, and fused speed-up (add then norm / fused);
+  * RMSNorm time / LayerNorm time, and fused speed-up (add then norm / fused,
+    backward then add / fused backward);
 and, for the one-row class, normkit's time against the time to copy the row.
 """
 
@@ -17,7 +18,9 @@ import sys
 from collections import defaultdict
 
 OPS = ["layer_norm", "rms_norm", "layer_norm_backward", "rms_norm_backward",
-       "add_layer_norm", "add_rms_norm", "add_then_layer_norm", "add_then_rms_norm"]
+       "add_layer_norm", "add_rms_norm", "add_then_layer_norm", "add_then_rms_norm",
+       "add_layer_norm_backward", "add_rms_norm_backward",
+       "layer_norm_backward_then_add", "rms_norm_backward_then_add"]
 DTYPES = ["f32", "bf16", "f16"]
 CLASS_TITLES = {"dram": "beyond cache", "cache": "cache-resident", "row": "one row"}
 
@@ -86,7 +89,8 @@ def main():
             print(f"\n#### RMSNorm time / LayerNorm time, and fused speed-up (normkit) — {title}\n")
             pairs = [("forward", "layer_norm", "rms_norm"),
                      ("backward", "layer_norm_backward", "rms_norm_backward"),
-                     ("fused add+norm", "add_layer_norm", "add_rms_norm")]
+                     ("fused add+norm", "add_layer_norm", "add_rms_norm"),
+                     ("fused backward", "add_layer_norm_backward", "add_rms_norm_backward")]
             rows = []
             for name, ln, rms in pairs:
                 for dt in DTYPES:
@@ -95,7 +99,11 @@ def main():
                     if any(x != "–" for x in cells):
                         rows.append([f"RMS/LN {name}", dt] + cells)
             for norm, fused, unfused in (("LayerNorm", "add_layer_norm", "add_then_layer_norm"),
-                                         ("RMSNorm", "add_rms_norm", "add_then_rms_norm")):
+                                         ("RMSNorm", "add_rms_norm", "add_then_rms_norm"),
+                                         ("LayerNorm backward", "add_layer_norm_backward",
+                                          "layer_norm_backward_then_add"),
+                                         ("RMSNorm backward", "add_rms_norm_backward",
+                                          "rms_norm_backward_then_add")):
                 for dt in DTYPES:
                     cells = [fmt(ratio(get("normkit", unfused, dt, D, t, c), get("normkit", fused, dt, D, t, c)), ".2f")
                              for D in widths]
