@@ -36,6 +36,7 @@
 #include <hwy/highway.h>
 
 #include "cpu/arrange-inl.hpp"
+#include "cpu/forward_rows.hpp"
 #include "cpu/prefetch-inl.hpp"
 #include "cpu/rows-inl.hpp"
 
@@ -141,15 +142,24 @@ HWY_INLINE ChunkSums SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn:
 
 // Fused pass 1: h = x + residual, rounded to h's dtype and stored; returns
 // the sums of the stored values. The sum is formed in the compute type and
-// rounded once to h's dtype, as PyTorch's add does.
-template <bool kWithSum, bool kEO, class DC, class TX, class TR>
+// rounded once to h's dtype, as PyTorch's add does. kStreamH: whole pairs of
+// h are written with non-temporal stores (h in the compute type, so the
+// value stored is the sum itself; h + i aligned for them).
+template <bool kWithSum, bool kEO, bool kStreamH, class DC, class TX, class TR>
 HWY_INLINE ChunkSums FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
                                 std::size_t n, NextRows& next) {
+  static_assert(!kStreamH || std::is_same_v<TR, hn::TFromD<DC>>);
   auto add = [](Pair<DC> u, Pair<DC> v) HWY_ATTR { return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)}; };
   return SumLoop<kWithSum, sizeof(TX), sizeof(TR)>(
       dc, n, next,
       [&](std::size_t i) HWY_ATTR {
-        return StorePair<kEO>(dc, add(LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, r + i)), h + i);
+        const Pair<DC> v = add(LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, r + i));
+        if constexpr (kStreamH) {
+          StreamPair<kEO>(dc, v, h + i);
+          return v;
+        } else {
+          return StorePair<kEO>(dc, v, h + i);
+        }
       },
       [&](std::size_t i, std::size_t k) HWY_ATTR {
         // Both inputs are loaded before h is written: h may alias x or residual.
@@ -260,8 +270,8 @@ HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, 
 }
 
 // The statistics of h = x + residual, written as it goes; bitwise those
-// StatsOfRow<K, false> gives for the stored h.
-template <NormKind K, class DC, class TX, class TR>
+// StatsOfRow<K, false> gives for the stored h. kStreamH: see FusedChunk.
+template <NormKind K, bool kStreamH, class DC, class TX, class TR>
 HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
                                     std::size_t D, NextRows& next) {
   using C = hn::TFromD<DC>;
@@ -269,10 +279,43 @@ HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* H
   constexpr bool kEO = kEvenOdd<TR>;  // h's layout, as StatsOfRow would take it
   ChunkSums row;
   for (std::size_t off = 0; off < D; off += kChunk)
-    row.add(FusedChunk<kLayer, kEO>(dc, x + off, r + off, h + off, std::min(kChunk, D - off), next));
+    row.add(FusedChunk<kLayer, kEO, kStreamH>(dc, x + off, r + off, h + off, std::min(kChunk, D - off), next));
   if constexpr (kLayer) return LayerStats<kEO>(dc, static_cast<const TR*>(h), D, C{1}, row);
   else return {0.0, 0.0, row.q};
 }
+
+// The row the output pass reads: the stored row itself (a pointer), or, for
+// a fused row whose h was streamed out of the cache, SumRow: h formed again
+// as x + residual from the cached x and residual rows. h is then in the
+// compute type, so the sum is the stored h, bit for bit, in either layout.
+template <class TX, class TR>
+struct SumRow {
+  const TX* x;
+  const TR* r;
+};
+template <bool kEO, class DC, class T>
+HWY_INLINE Pair<DC> LoadRow(DC dc, const T* p, std::size_t i) {
+  return LoadPair<kEO>(dc, p + i);
+}
+template <bool kEO, class DC, class T>
+HWY_INLINE Pair<DC> LoadRowTail(DC dc, const T* p, std::size_t i, std::size_t n) {
+  return LoadPairTail<kEO>(dc, p + i, n);
+}
+template <bool kEO, class DC, class TX, class TR>
+HWY_INLINE Pair<DC> LoadRow(DC dc, SumRow<TX, TR> s, std::size_t i) {
+  const Pair<DC> u = LoadPair<kEO>(dc, s.x + i), v = LoadPair<kEO>(dc, s.r + i);
+  return {hn::Add(u.a, v.a), hn::Add(u.b, v.b)};
+}
+template <bool kEO, class DC, class TX, class TR>
+HWY_INLINE Pair<DC> LoadRowTail(DC dc, SumRow<TX, TR> s, std::size_t i, std::size_t n) {
+  const Pair<DC> u = LoadPairTail<kEO>(dc, s.x + i, n), v = LoadPairTail<kEO>(dc, s.r + i, n);
+  return {hn::Add(u.a, v.a), hn::Add(u.b, v.b)};
+}
+// Bytes per element of the row as the prefetcher counts it (h's).
+template <class Src>
+inline constexpr std::size_t kRowElementBytes = sizeof(std::remove_pointer_t<Src>);
+template <class TX, class TR>
+inline constexpr std::size_t kRowElementBytes<SumRow<TX, TR>> = sizeof(TR);
 
 // How the output pass writes y: `stream`, non-temporal stores for outputs
 // too large to stay in cache; `next`, the next row to fetch meanwhile.
@@ -299,8 +342,8 @@ struct XhatForm {
 // y = x̂·(w + off) + b, row re-read from cache (RMSNorm: no bias). Pairs in
 // the layout of y's dtype (even/odd for bf16). TW may be Arranged: then w
 // already holds w + off.
-template <NormKind K, bool kAffine, class DC, class TI, class TY, class TW>
-HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_RESTRICT w,
+template <NormKind K, bool kAffine, class DC, class Src, class TY, class TW>
+HWY_INLINE void OutputRow(DC dc, Src x, TY* y, const TW* HWY_RESTRICT w,
                           const TW* HWY_RESTRICT b, std::size_t D, const XhatForm& f, hn::TFromD<DC> off,
                           OutputOpts& opts) {
   using C = hn::TFromD<DC>;
@@ -324,13 +367,13 @@ HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_
   const Pair<DC> zero{hn::Zero(dc), hn::Zero(dc)};
   auto whole = [&](std::size_t i) HWY_ATTR {  // the P elements at i
     const auto bv = K == NormKind::layer_norm ? LoadPair<kEO>(dc, b + i) : zero;
-    return pair(LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, w + i), bv);
+    return pair(LoadRow<kEO>(dc, x, i), LoadPair<kEO>(dc, w + i), bv);
   };
   // y may be x itself (in-place): each pair is loaded before it is stored.
   std::size_t i = 0;
   auto partial = [&](std::size_t n) HWY_ATTR {  // the n < P elements at i
     const auto bv = K == NormKind::layer_norm ? LoadPairTail<kEO>(dc, b + i, n) : zero;
-    StorePairTail<kEO>(dc, pair(LoadPairTail<kEO>(dc, x + i, n), LoadPairTail<kEO>(dc, w + i, n), bv), y + i, n);
+    StorePairTail<kEO>(dc, pair(LoadRowTail<kEO>(dc, x, i, n), LoadPairTail<kEO>(dc, w + i, n), bv), y + i, n);
   };
   // Non-temporal stores need aligned addresses: peel up to the first. Pairs
   // of even/odd Arranged parameters start at 0, so such a row is not peeled
@@ -339,12 +382,12 @@ HWY_INLINE void OutputRow(DC dc, const TI* HWY_RESTRICT x, TY* y, const TW* HWY_
   if (opts.stream && !(kIsArranged<TW> && kEO && head != 0)) {
     if (head) partial(head);
     for (i = head; i + P <= D; i += P) {
-      opts.next.advance<sizeof(TY), sizeof(TI)>(P);
+      opts.next.advance<sizeof(TY), kRowElementBytes<Src>>(P);
       StreamPair<kEO>(dc, whole(i), y + i);
     }
   } else {
     for (; i + P <= D; i += P) {
-      opts.next.advance<sizeof(TY), sizeof(TI)>(P);
+      opts.next.advance<sizeof(TY), kRowElementBytes<Src>>(P);
       StorePair<kEO>(dc, whole(i), y + i);
     }
   }
@@ -361,9 +404,10 @@ constexpr double kTinyVariance =
     (std::is_same_v<C, double> ? 0x1p29 * 0x1p29 : 1.0);
 
 // Finishes one row whose statistics `st` were taken from the stored row `p`
-// (x, or h in the fused op): rescue if needed, write mean/rstd, write y.
-template <NormKind K, class DC, class TI, class TY, class TW>
-HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y, const TW* w, const TW* b,
+// (x, or h in the fused op): rescue if needed, write mean/rstd, write y from
+// `src`, the same row as the output pass reads it (p itself, or SumRow).
+template <NormKind K, class DC, class TI, class Src, class TY, class TW>
+HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, Src src, RowStats st, TY* y, const TW* w, const TW* b,
                              std::size_t D, double eps, double offset, hn::TFromD<DC>* mean_out,
                              hn::TFromD<DC>* rstd_out, OutputOpts& opts) {
   using C = hn::TFromD<DC>;
@@ -417,28 +461,28 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, TY* y
   f.r = static_cast<double>(r);
   if (scale == 1.0 && !st.centred) {
     if constexpr (K == NormKind::layer_norm) f.c = -mean_s * f.r;
-    OutputRow<K, true>(dc, p, y, w, b, D, f, static_cast<C>(offset), opts);
+    OutputRow<K, true>(dc, src, y, w, b, D, f, static_cast<C>(offset), opts);
   } else {
     f.s = scale;
     if constexpr (K == NormKind::layer_norm) {
       f.m = static_cast<double>(m);
       f.m_lo = static_cast<double>(m_lo);
     }
-    OutputRow<K, false>(dc, p, y, w, b, D, f, static_cast<C>(offset), opts);
+    OutputRow<K, false>(dc, src, y, w, b, D, f, static_cast<C>(offset), opts);
   }
 }
 
 // Rows [begin, end) with storage types TX (x, y), TR (residual, h), TP
 // (weight, bias as read: the stored dtype, or Arranged) and compute type C.
 template <NormKind K, class C, class TX, class TR, class TP>
-void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream, const TP* w, const TP* b,
-                    double offset) {
+void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, ForwardStreams stream, const TP* w,
+                    const TP* b, double offset) {
   const hn::ScalableTag<C> dc;
   const std::size_t D = static_cast<std::size_t>(a.D);
   C* mean = static_cast<C*>(a.mean);
   C* rstd = static_cast<C*>(a.rstd);
   OutputOpts opts;
-  opts.stream = stream;
+  opts.stream = stream.y;
   for (std::int64_t row = begin; row < end; ++row) {
     const TX* x = RowPtr<TX>(a.x, a.x_stride, row);
     TX* y = RowPtr<TX>(a.y, a.y_stride, row);
@@ -448,22 +492,35 @@ void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, 
       TR* h = RowPtr<TR>(a.h, a.h_stride, row);
       const TR* res = RowPtr<TR>(a.residual, a.residual_stride, row);
       opts.next.aim<sizeof(TX), sizeof(TR)>(x, a.x_stride, res, a.residual_stride, end - row - 1, D);
-      const RowStats st = FusedStatsOfRow<K>(dc, x, res, h, D, opts.next);
-      NormalizeRow<K>(dc, static_cast<const TR*>(h), st, y, w, b, D, a.eps, offset, mean_r, rstd_r, opts);
+      if constexpr (std::is_same_v<TR, C>) {
+        // h streamed (fused_h_streams) where its row starts at a whole
+        // vector (non-temporal stores need it; every pair of the row is then
+        // aligned): the output pass forms h again from the cached x and
+        // residual instead of reading it back.
+        if (stream.h && StreamHead(h, hn::Lanes(dc), D) == 0) {
+          const RowStats st = FusedStatsOfRow<K, true>(dc, x, res, h, D, opts.next);
+          NormalizeRow<K>(dc, static_cast<const TR*>(h), SumRow<TX, TR>{x, res}, st, y, w, b, D, a.eps, offset,
+                          mean_r, rstd_r, opts);
+          continue;
+        }
+      }
+      const RowStats st = FusedStatsOfRow<K, false>(dc, x, res, h, D, opts.next);
+      const TR* stored = h;
+      NormalizeRow<K>(dc, stored, stored, st, y, w, b, D, a.eps, offset, mean_r, rstd_r, opts);
     } else {
       opts.next.aim<sizeof(TX), 0>(x, a.x_stride, nullptr, 0, end - row - 1, D);
       const RowStats st = StatsOfRow<K, false>(dc, x, D, C{1}, opts.next);
-      NormalizeRow<K>(dc, x, st, y, w, b, D, a.eps, offset, mean_r, rstd_r, opts);
+      NormalizeRow<K>(dc, x, x, st, y, w, b, D, a.eps, offset, mean_r, rstd_r, opts);
     }
   }
-  if (opts.stream) hwy::FlushStream();  // order the non-temporal stores before the join
+  if (stream.y || stream.h) hwy::FlushStream();  // order the non-temporal stores before the join
 }
 
 // Rows [begin, end) with storage types TX (x, y), TR (residual, h), TW
 // (weight, bias) and compute type C: the parameters arranged once for the
 // range where that pays (arrange-inl.hpp), else read as stored.
 template <NormKind K, class C, class TX, class TR, class TW>
-void ForwardRowsWithParams(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
+void ForwardRowsWithParams(const ForwardArgs& a, std::int64_t begin, std::int64_t end, ForwardStreams stream) {
   const TW* w = static_cast<const TW*>(a.weight);
   const TW* b = static_cast<const TW*>(a.bias);
   if constexpr (kArrange<C, TX, TW>) {
@@ -478,7 +535,7 @@ void ForwardRowsWithParams(const ForwardArgs& a, std::int64_t begin, std::int64_
 
 // The valid (residual, weight) dtypes for 16-bit x: x's own or f32.
 template <NormKind K, class TX>
-void ForwardRowsOf16BitX(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
+void ForwardRowsOf16BitX(const ForwardArgs& a, std::int64_t begin, std::int64_t end, ForwardStreams stream) {
   const bool r32 = a.residual && a.res_dtype == DType::f32;
   const bool w32 = a.w_dtype == DType::f32;
   if (r32 && w32) return ForwardRowsWithParams<K, float, TX, float, float>(a, begin, end, stream);
@@ -489,9 +546,9 @@ void ForwardRowsOf16BitX(const ForwardArgs& a, std::int64_t begin, std::int64_t 
 
 // Rows [begin, end) of a forward of kind K, by x's dtype: f32 and f64 rows
 // have parameters and residual of their own dtype, 16-bit rows may have f32
-// ones. stream: write y with non-temporal stores (forward_streams).
+// ones. stream: which outputs take non-temporal stores (ForwardStreams).
 template <NormKind K>
-void ForwardRows(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream) {
+void ForwardRows(const ForwardArgs& a, std::int64_t begin, std::int64_t end, ForwardStreams stream) {
   switch (a.x_dtype) {
     case DType::f32: return ForwardRowsWithParams<K, float, float, float, float>(a, begin, end, stream);
     case DType::f64: return ForwardRowsWithParams<K, double, double, double, double>(a, begin, end, stream);

@@ -29,6 +29,12 @@ bool forward_streams(const ForwardArgs& a) {
   return a.y != a.x && streams_output(a.y, a.rows, a.D, a.y_stride, dtype_size(a.x_dtype));
 }
 
+bool fused_h_streams(const ForwardArgs& a) {
+  const bool compute_type = a.res_dtype == (a.x_dtype == DType::f64 ? DType::f64 : DType::f32);
+  return a.residual && compute_type && a.h != a.x && a.h != a.residual &&
+         streams_output(a.h, a.rows, a.D, a.h_stride, dtype_size(a.res_dtype));
+}
+
 void cpu_forward(const ForwardArgs& args) {
   assert(args.rows >= 1 && args.D >= 1 && args.x && args.y);
   assert((args.residual == nullptr) == (args.h == nullptr));
@@ -36,7 +42,7 @@ void cpu_forward(const ForwardArgs& args) {
   if (!a.weight && !a.bias) a.w_dtype = a.x_dtype;  // any valid dtype: none is read
   if (!a.weight) a.weight = constant_row(a.w_dtype, a.D, 1);
   if (a.kind == NormKind::layer_norm && !a.bias) a.bias = constant_row(a.w_dtype, a.D, 0);
-  const bool stream = forward_streams(a);
+  const ForwardStreams stream{forward_streams(a), fused_h_streams(a)};
   parallel_rows(a.rows, forward_bytes_per_row(a), [&](std::int64_t begin, std::int64_t end) {
     if (a.kind == NormKind::layer_norm)
       forward_rows<NormKind::layer_norm>(a, begin, end, stream);

@@ -10,13 +10,20 @@
 
 namespace normkit::detail {
 
-// stream: write y with non-temporal stores (forward_streams).
+// Which outputs a call writes with non-temporal stores: y (forward_streams)
+// and the fused op's h (fused_h_streams).
+struct ForwardStreams {
+  bool y = false, h = false;
+};
+
 template <NormKind K>
-void forward_rows(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream);
+void forward_rows(const ForwardArgs& a, std::int64_t begin, std::int64_t end, ForwardStreams stream);
 
 template <>
-void forward_rows<NormKind::layer_norm>(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream);
+void forward_rows<NormKind::layer_norm>(const ForwardArgs& a, std::int64_t begin, std::int64_t end,
+                                        ForwardStreams stream);
 template <>
-void forward_rows<NormKind::rms_norm>(const ForwardArgs& a, std::int64_t begin, std::int64_t end, bool stream);
+void forward_rows<NormKind::rms_norm>(const ForwardArgs& a, std::int64_t begin, std::int64_t end,
+                                      ForwardStreams stream);
 
 }  // namespace normkit::detail

@@ -11,10 +11,13 @@
 #include <bit>
 #include <functional>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cases.hpp"
@@ -354,6 +357,85 @@ TEST_P(Kernels, LargeOutputsWithStreamingStores) {
     b.dx_stride = D;
     ASSERT_TRUE(detail::backward_streams(b));
     check_backward(c, c.x, false, rows, D, false, rng);
+  }
+}
+
+// A large fused forward streams h (in the compute type) and its output pass
+// forms h again from the cached x and residual: every output must be the
+// bits of the same call with h in place of a copy of the residual, which
+// stores h normally and reads it back. Rows with a large mean (LayerNorm's
+// centred pass reads h back) and a row that overflows (the rescue reads it
+// too) are included.
+TEST_P(Kernels, FusedForwardWithStreamedHMatchesStoredH) {
+  struct Aligned {
+    void* p;
+    explicit Aligned(std::size_t bytes) : p(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)) {
+      std::memset(p, 0, bytes);  // mapped in, as a reused buffer is
+    }
+    ~Aligned() { std::free(p); }
+  };
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> normal;
+  const std::int64_t D = 4096;
+  const std::tuple<NormKind, DType, DType> cases[] = {{NormKind::layer_norm, DType::f32, DType::f32},
+                                                      {NormKind::rms_norm, DType::f32, DType::f32},
+                                                      {NormKind::layer_norm, DType::bf16, DType::f32},
+                                                      {NormKind::rms_norm, DType::f64, DType::f64}};
+  for (const auto& [kind, xt, rt] : cases) {
+    const std::size_t xs = dtype_size(xt), rs = dtype_size(rt);
+    const std::int64_t rows = detail::kStreamMinBytes / (D * static_cast<std::int64_t>(rs)) + 1;
+    const std::size_t n = static_cast<std::size_t>(rows * D);
+    Aligned x(n * xs), res(n * rs), h(n * rs), h_in_place(n * rs), y(n * xs), y2(n * xs);
+    Aligned w(static_cast<std::size_t>(D) * rs), b(static_cast<std::size_t>(D) * rs);
+    const auto put = [](void* p, DType t, std::size_t i, double v) {
+      if (t == DType::f64) static_cast<double*>(p)[i] = v;
+      else if (t == DType::f32) static_cast<float*>(p)[i] = static_cast<float>(v);
+      else static_cast<bfloat16_t*>(p)[i] = to_bf16(static_cast<float>(v));
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t row = i / static_cast<std::size_t>(D);
+      const double big = row == 5 ? (xt == DType::f64 ? 1e300 : 1e37) : row % 7 == 0 ? 1e4 : 0.0;
+      put(x.p, xt, i, normal(rng) + big);
+      put(res.p, rt, i, normal(rng));
+    }
+    std::memcpy(h_in_place.p, res.p, n * rs);
+    for (std::int64_t j = 0; j < D; ++j) {
+      put(w.p, rt, static_cast<std::size_t>(j), 1 + 0.1 * normal(rng));
+      put(b.p, rt, static_cast<std::size_t>(j), 0.1 * normal(rng));
+    }
+    const std::size_t ss = xt == DType::f64 ? 8 : 4;
+    std::vector<unsigned char> mean(static_cast<std::size_t>(rows) * ss), rstd(mean.size());
+    std::vector<unsigned char> mean2(mean.size()), rstd2(mean.size());
+    ForwardArgs f;
+    f.kind = kind;
+    f.rows = rows;
+    f.D = D;
+    f.x = x.p;
+    f.x_stride = f.residual_stride = f.h_stride = f.y_stride = D;
+    f.residual = res.p;
+    f.h = h.p;
+    f.y = y.p;
+    f.weight = w.p;
+    f.bias = kind == NormKind::layer_norm ? b.p : nullptr;
+    f.eps = 1e-5;
+    f.mean = kind == NormKind::layer_norm ? mean.data() : nullptr;
+    f.rstd = rstd.data();
+    f.x_dtype = xt;
+    f.res_dtype = f.w_dtype = rt;
+    ASSERT_TRUE(detail::fused_h_streams(f));
+    detail::cpu_forward(f);
+    ForwardArgs g = f;
+    g.residual = g.h = h_in_place.p;
+    g.y = y2.p;
+    g.mean = kind == NormKind::layer_norm ? mean2.data() : nullptr;
+    g.rstd = rstd2.data();
+    ASSERT_FALSE(detail::fused_h_streams(g)) << "h over an input is never streamed";
+    detail::cpu_forward(g);
+    const std::string what = std::string(norm_title(kind)) + " " + std::string(dtype_name(xt));
+    EXPECT_EQ(std::memcmp(h.p, h_in_place.p, n * rs), 0) << what << ": h";
+    EXPECT_EQ(std::memcmp(y.p, y2.p, n * xs), 0) << what << ": y";
+    EXPECT_EQ(rstd, rstd2) << what << ": rstd";
+    EXPECT_EQ(mean, mean2) << what << ": mean";
   }
 }
 
