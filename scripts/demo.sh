@@ -34,7 +34,7 @@ Results in $out/:
   bench/pct-of-ceiling.png    % of the bandwidth ceiling by op, dtype and D
 Next:
   $nk lab -v                  every comparison on the terminal
-  $nk bench                   the full benchmark (about 20 minutes)
+  $nk bench                   the full benchmark (about 30 minutes)
   $nk study --quick           what placement, warmup and depth do to training (about 7 minutes)
   bash scripts/test.sh        every test; then 'source .venv/bin/activate' to use the Python package
 MSG

@@ -241,11 +241,16 @@ void print_summary(std::FILE* out, const std::vector<Record>& rs, const RunInfo&
       std::snprintf(buf, sizeof buf, "%.2f", other->timing.median_s / n.timing.median_s);
       return std::string(buf);
     };
+    // The two-call baselines of the fused ops are in the full tables; the
+    // summary keeps to the ops and says what fusing buys below.
+    const auto two_calls = [](const Op& op) {
+      return op.pass == Pass::add_then_norm || op.pass == Pass::backward_then_add;
+    };
     for (const Op& op : kOps)
       for (DType dt : dtypes) {
         bool any = false;
         for (int t : threads) any = any || find(rs, "normkit", op.name, dt, D, t, cls);
-        if (!any) continue;
+        if (!any || two_calls(op)) continue;
         std::fprintf(out, "%-28.*s %-4.*s", static_cast<int>(op.name.size()), op.name.data(),
                      static_cast<int>(dtype_name(dt).size()), dtype_name(dt).data());
         for (int t : threads) {
@@ -260,6 +265,28 @@ void print_summary(std::FILE* out, const std::vector<Record>& rs, const RunInfo&
         }
         std::fprintf(out, "\n");
       }
+    for (int t : threads) {
+      // Time of the two calls / time of the fused op, over norms and dtypes.
+      double lo[2] = {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+      double hi[2] = {0, 0};
+      for (const Op& op : kOps) {
+        if (op.pass != Pass::fused && op.pass != Pass::fused_backward) continue;
+        const int k = op.pass == Pass::fused ? 0 : 1;
+        const Op& pair = find_op(op.norm, k == 0 ? Pass::add_then_norm : Pass::backward_then_add);
+        for (DType dt : dtypes) {
+          const Record* f = find(rs, "normkit", op.name, dt, D, t, cls);
+          const Record* p = find(rs, "normkit", pair.name, dt, D, t, cls);
+          if (!f || !p) continue;
+          lo[k] = std::min(lo[k], p->timing.median_s / f->timing.median_s);
+          hi[k] = std::max(hi[k], p->timing.median_s / f->timing.median_s);
+        }
+      }
+      if (hi[0] > 0 && hi[1] > 0)
+        std::fprintf(out,
+                     "fused ops against the same work in two calls (their time / the fused op's), %d thread%s: "
+                     "forward %.2f-%.2fx, backward %.2f-%.2fx\n",
+                     t, t == 1 ? "" : "s", lo[0], hi[0], lo[1], hi[1]);
+    }
     std::fprintf(out, "ceiling (copy GB/s at this size):");
     for (int t : threads)
       if (const Record* r = find(rs, "normkit", kOps[0].name, DType::f32, D, t, cls))
