@@ -244,7 +244,7 @@ void BackwardRowsWithParams(const BackwardArgs& a, std::int64_t begin, std::int6
 
 template <class C, class TD, class TI, class TW>
 void BackwardRowsWithPartials(const BackwardArgs& a, std::int64_t begin, std::int64_t end, void* pdw, void* pdb,
-                                      bool stream) {
+                              bool stream) {
   if (pdw)
     BackwardRowsWithParams<true, C, TD, TI, TW>(a, begin, end, static_cast<C*>(pdw), static_cast<C*>(pdb), stream);
   else
@@ -465,7 +465,8 @@ void reduce_blocks(const C* partials, std::int64_t blocks, std::int64_t stride, 
       return;
     }
   }
-  double* sum = static_cast<double*>(scratch_buffer(static_cast<std::size_t>(D) * sizeof(double), Scratch::gradient_sums));
+  double* sum =
+      static_cast<double*>(scratch_buffer(static_cast<std::size_t>(D) * sizeof(double), Scratch::gradient_sums));
   for_each_partial(partials, D, eo_lanes, [&](std::int64_t j, C v) { sum[j] = static_cast<double>(v); });
   for (std::int64_t b = 1; b < blocks; ++b)
     for_each_partial(partials + b * stride, D, eo_lanes,

@@ -12,6 +12,7 @@
 #include "cpu/pages.hpp"
 #include "cpu/parallel.hpp"
 #include "cpu/scratch.hpp"
+#include "normkit/ops.hpp"
 
 namespace normkit::detail {
 
@@ -30,8 +31,8 @@ bool forward_streams(const ForwardArgs& a) {
 }
 
 bool fused_h_streams(const ForwardArgs& a) {
-  const bool compute_type = a.res_dtype == (a.x_dtype == DType::f64 ? DType::f64 : DType::f32);
-  return a.residual && compute_type && a.h != a.x && a.h != a.residual &&
+  // The compute type is the statistics' dtype.
+  return a.residual && a.res_dtype == stat_dtype(a.x_dtype) && a.h != a.x && a.h != a.residual &&
          streams_output(a.h, a.rows, a.D, a.h_stride, dtype_size(a.res_dtype));
 }
 

@@ -95,17 +95,17 @@ void print_ratios(std::FILE* out, const std::vector<Record>& rs, std::string_vie
       const auto ratio = [&](Pass p) {
         return time_of(NormKind::rms_norm, p, dt, D) / time_of(NormKind::layer_norm, p, dt, D);
       };
-      const auto speedup = [&](NormKind n, Pass pair, Pass fused) {
-        return time_of(n, pair, dt, D) / time_of(n, fused, dt, D);
+      const auto speedup = [&](NormKind n, Pass fused) {
+        return time_of(n, two_calls_of(fused), dt, D) / time_of(n, fused, dt, D);
       };
       const double v[] = {ratio(Pass::forward),
                           ratio(Pass::backward),
                           ratio(Pass::fused),
                           ratio(Pass::add_then_norm),
-                          speedup(NormKind::layer_norm, Pass::add_then_norm, Pass::fused),
-                          speedup(NormKind::rms_norm, Pass::add_then_norm, Pass::fused),
-                          speedup(NormKind::layer_norm, Pass::backward_then_add, Pass::fused_backward),
-                          speedup(NormKind::rms_norm, Pass::backward_then_add, Pass::fused_backward)};
+                          speedup(NormKind::layer_norm, Pass::fused),
+                          speedup(NormKind::rms_norm, Pass::fused),
+                          speedup(NormKind::layer_norm, Pass::fused_backward),
+                          speedup(NormKind::rms_norm, Pass::fused_backward)};
       if (std::all_of(std::begin(v), std::end(v), [](double x) { return std::isnan(x); })) continue;
       if (!header) {
         header = true;
@@ -243,14 +243,11 @@ void print_summary(std::FILE* out, const std::vector<Record>& rs, const RunInfo&
     };
     // The two-call baselines of the fused ops are in the full tables; the
     // summary keeps to the ops and says what fusing buys below.
-    const auto two_calls = [](const Op& op) {
-      return op.pass == Pass::add_then_norm || op.pass == Pass::backward_then_add;
-    };
     for (const Op& op : kOps)
       for (DType dt : dtypes) {
         bool any = false;
         for (int t : threads) any = any || find(rs, "normkit", op.name, dt, D, t, cls);
-        if (!any || two_calls(op)) continue;
+        if (!any || is_two_calls(op.pass)) continue;
         std::fprintf(out, "%-28.*s %-4.*s", static_cast<int>(op.name.size()), op.name.data(),
                      static_cast<int>(dtype_name(dt).size()), dtype_name(dt).data());
         for (int t : threads) {
@@ -270,9 +267,9 @@ void print_summary(std::FILE* out, const std::vector<Record>& rs, const RunInfo&
       double lo[2] = {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
       double hi[2] = {0, 0};
       for (const Op& op : kOps) {
-        if (op.pass != Pass::fused && op.pass != Pass::fused_backward) continue;
+        if (!is_fused(op.pass)) continue;
         const int k = op.pass == Pass::fused ? 0 : 1;
-        const Op& pair = find_op(op.norm, k == 0 ? Pass::add_then_norm : Pass::backward_then_add);
+        const Op& pair = find_op(op.norm, two_calls_of(op.pass));
         for (DType dt : dtypes) {
           const Record* f = find(rs, "normkit", op.name, dt, D, t, cls);
           const Record* p = find(rs, "normkit", pair.name, dt, D, t, cls);
@@ -341,13 +338,11 @@ void print_targets(std::FILE* out, const std::vector<Record>& rs) {
     // A fused op against its pair of calls: the speed-up the two ops' bytes
     // allow at the measured ceilings is least(pair) / least(fused); the
     // achieved one, as a fraction of it.
-    if (beyond_cache && (op.pass == Pass::fused || op.pass == Pass::fused_backward)) {
-      const bool forward = op.pass == Pass::fused;
-      const Pass pair_pass = forward ? Pass::add_then_norm : Pass::backward_then_add;
-      const Record* pair =
-          find(rs, "normkit", find_op(op.norm, pair_pass).name, r.shape.act, r.shape.D, r.threads, r.size_class);
+    if (beyond_cache && is_fused(op.pass)) {
+      const Record* pair = find(rs, "normkit", find_op(op.norm, two_calls_of(op.pass)).name, r.shape.act,
+                                r.shape.D, r.threads, r.size_class);
       if (pair)
-        (forward ? fused : fused_bwd)
+        (op.pass == Pass::fused ? fused : fused_bwd)
             .take(100.0 * (pair->timing.median_s / r.timing.median_s) / (least_s(*pair) / least_s(r)), r);
     }
     const Record* o = find(rs, "onednn", r.op, r.shape.act, r.shape.D, r.threads, r.size_class);

@@ -35,6 +35,11 @@ constexpr bool is_backward(Pass p) {
   return p == Pass::backward || p == Pass::fused_backward || p == Pass::backward_then_add;
 }
 
+// The fused passes and the same work as two calls.
+constexpr bool is_fused(Pass p) { return p == Pass::fused || p == Pass::fused_backward; }
+constexpr bool is_two_calls(Pass p) { return p == Pass::add_then_norm || p == Pass::backward_then_add; }
+constexpr Pass two_calls_of(Pass fused) { return fused == Pass::fused ? Pass::add_then_norm : Pass::backward_then_add; }
+
 std::string_view norm_name(NormKind n);
 std::string_view pass_name(Pass p);
 
