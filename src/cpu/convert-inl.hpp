@@ -204,30 +204,57 @@ HWY_INLINE hn::Vec<DC> StoreAs(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p) {
 }
 
 // StoreAs with a non-temporal store: p must be aligned to the stored
-// vector's size. Used only for large outputs that will not be read back.
+// vector's size. Used only for large outputs that will not be read back;
+// returns the value as stored, as StoreAs does.
 template <class DC, class T>
-HWY_INLINE void StreamAs(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p) {
+HWY_INLINE hn::Vec<DC> StreamAs(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p) {
   using C = hn::TFromD<DC>;
   if constexpr (std::is_same_v<T, C>) {
     hn::Stream(v, dc, p);
+    return v;
   } else if constexpr (hn::MaxLanes(hn::Rebind<std::uint16_t, DC>()) * 2 < 16) {
     // The 16-bit vector is only part of a register (SSE4 and older): a
     // non-temporal store would write the whole register, so store normally.
-    StoreAs(dc, v, p);
+    return StoreAs(dc, v, p);
   } else {
     static_assert(std::is_same_v<C, float>);
     const hn::Rebind<std::uint16_t, DC> du16;
-    hn::Vec<decltype(du16)> bits16;
+    const hn::RebindToSigned<DC> di32;
     if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
-      bits16 = hn::DemoteTo(du16, hn::BitCast(hn::RebindToSigned<DC>(), Bf16BitsFromF32(dc, v)));
+      const auto bits = Bf16BitsFromF32(dc, v);
+      hn::Stream(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16, reinterpret_cast<std::uint16_t*>(p));
+      return hn::BitCast(dc, hn::ShiftLeft<16>(bits));
     } else {
 #if NORMKIT_HW_F16
-      bits16 = hn::BitCast(du16, hn::DemoteTo(hn::Rebind<hwy::float16_t, DC>(), v));
+      const auto h = hn::DemoteTo(hn::Rebind<hwy::float16_t, DC>(), v);
+      hn::Stream(hn::BitCast(du16, h), du16, reinterpret_cast<std::uint16_t*>(p));
+      return hn::PromoteTo(dc, h);
 #else
-      bits16 = hn::DemoteTo(du16, hn::BitCast(hn::RebindToSigned<DC>(), F16BitsFromF32(dc, v)));
+      const auto bits = F16BitsFromF32(dc, v);
+      hn::Stream(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16, reinterpret_cast<std::uint16_t*>(p));
+      return F32FromF16Bits(dc, bits);
 #endif
     }
-    hn::Stream(bits16, du16, reinterpret_cast<std::uint16_t*>(p));
+  }
+}
+
+// v rounded to storage type T and widened back: the value StoreAs would
+// store, without storing it.
+template <class T, class DC>
+HWY_INLINE hn::Vec<DC> RoundAs(DC dc, hn::Vec<DC> v) {
+  using C = hn::TFromD<DC>;
+  if constexpr (std::is_same_v<T, C>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    const hn::RebindToUnsigned<DC> du;
+    return hn::BitCast(dc, hn::And(Bf16RoundedBits(dc, v), hn::Set(du, 0xffff0000u)));
+  } else {
+    static_assert(std::is_same_v<T, hwy::float16_t> && std::is_same_v<C, float>);
+#if NORMKIT_HW_F16
+    return hn::PromoteTo(dc, hn::DemoteTo(hn::Rebind<hwy::float16_t, DC>(), v));
+#else
+    return F32FromF16Bits(dc, F16BitsFromF32(dc, v));
+#endif
   }
 }
 

@@ -143,23 +143,17 @@ HWY_INLINE ChunkSums SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn:
 // Fused pass 1: h = x + residual, rounded to h's dtype and stored; returns
 // the sums of the stored values. The sum is formed in the compute type and
 // rounded once to h's dtype, as PyTorch's add does. kStreamH: whole pairs of
-// h are written with non-temporal stores (h in the compute type, so the
-// value stored is the sum itself; h + i aligned for them).
+// h are written with non-temporal stores (h + i aligned for them).
 template <bool kWithSum, bool kEO, bool kStreamH, class DC, class TX, class TR>
 HWY_INLINE ChunkSums FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
                                 std::size_t n, NextRows& next) {
-  static_assert(!kStreamH || std::is_same_v<TR, hn::TFromD<DC>>);
   auto add = [](Pair<DC> u, Pair<DC> v) HWY_ATTR { return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)}; };
   return SumLoop<kWithSum, sizeof(TX), sizeof(TR)>(
       dc, n, next,
       [&](std::size_t i) HWY_ATTR {
         const Pair<DC> v = add(LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, r + i));
-        if constexpr (kStreamH) {
-          StreamPair<kEO>(dc, v, h + i);
-          return v;
-        } else {
-          return StorePair<kEO>(dc, v, h + i);
-        }
+        if constexpr (kStreamH) return StreamPair<kEO>(dc, v, h + i);
+        else return StorePair<kEO>(dc, v, h + i);
       },
       [&](std::size_t i, std::size_t k) HWY_ATTR {
         // Both inputs are loaded before h is written: h may alias x or residual.
@@ -286,8 +280,8 @@ HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* H
 
 // The row the output pass reads: the stored row itself (a pointer), or, for
 // a fused row whose h was streamed out of the cache, SumRow: h formed again
-// as x + residual from the cached x and residual rows. h is then in the
-// compute type, so the sum is the stored h, bit for bit, in either layout.
+// as x + residual from the cached x and residual rows and rounded to h's
+// dtype as FusedChunk rounded it: the stored h, bit for bit, in either layout.
 template <class TX, class TR>
 struct SumRow {
   const TX* x;
@@ -304,12 +298,12 @@ HWY_INLINE Pair<DC> LoadRowTail(DC dc, const T* p, std::size_t i, std::size_t n)
 template <bool kEO, class DC, class TX, class TR>
 HWY_INLINE Pair<DC> LoadRow(DC dc, SumRow<TX, TR> s, std::size_t i) {
   const Pair<DC> u = LoadPair<kEO>(dc, s.x + i), v = LoadPair<kEO>(dc, s.r + i);
-  return {hn::Add(u.a, v.a), hn::Add(u.b, v.b)};
+  return RoundPair<kEO, TR>(dc, Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)});
 }
 template <bool kEO, class DC, class TX, class TR>
 HWY_INLINE Pair<DC> LoadRowTail(DC dc, SumRow<TX, TR> s, std::size_t i, std::size_t n) {
   const Pair<DC> u = LoadPairTail<kEO>(dc, s.x + i, n), v = LoadPairTail<kEO>(dc, s.r + i, n);
-  return {hn::Add(u.a, v.a), hn::Add(u.b, v.b)};
+  return RoundPair<kEO, TR>(dc, Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)});
 }
 // Bytes per element of the row as the prefetcher counts it (h's).
 template <class Src>
@@ -492,17 +486,15 @@ void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, 
       TR* h = RowPtr<TR>(a.h, a.h_stride, row);
       const TR* res = RowPtr<TR>(a.residual, a.residual_stride, row);
       opts.next.aim<sizeof(TX), sizeof(TR)>(x, a.x_stride, res, a.residual_stride, end - row - 1, D);
-      if constexpr (std::is_same_v<TR, C>) {
-        // h streamed (fused_h_streams) where its row starts at a whole
-        // vector (non-temporal stores need it; every pair of the row is then
-        // aligned): the output pass forms h again from the cached x and
-        // residual instead of reading it back.
-        if (stream.h && StreamHead(h, hn::Lanes(dc), D) == 0) {
-          const RowStats st = FusedStatsOfRow<K, true>(dc, x, res, h, D, opts.next);
-          NormalizeRow<K>(dc, static_cast<const TR*>(h), SumRow<TX, TR>{x, res}, st, y, w, b, D, a.eps, offset,
-                          mean_r, rstd_r, opts);
-          continue;
-        }
+      // h streamed (fused_h_streams) where its row starts at the alignment
+      // StreamPair needs (every pair of the row is then aligned): the output
+      // pass forms h again from the cached x and residual instead of reading
+      // it back.
+      if (stream.h && StreamHead(h, (kEvenOdd<TR> ? 2 : 1) * hn::Lanes(dc), D) == 0) {
+        const RowStats st = FusedStatsOfRow<K, true>(dc, x, res, h, D, opts.next);
+        NormalizeRow<K>(dc, static_cast<const TR*>(h), SumRow<TX, TR>{x, res}, st, y, w, b, D, a.eps, offset,
+                        mean_r, rstd_r, opts);
+        continue;
       }
       const RowStats st = FusedStatsOfRow<K, false>(dc, x, res, h, D, opts.next);
       const TR* stored = h;

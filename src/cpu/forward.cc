@@ -31,8 +31,7 @@ bool forward_streams(const ForwardArgs& a) {
 }
 
 bool fused_h_streams(const ForwardArgs& a) {
-  // The compute type is the statistics' dtype.
-  return a.residual && a.res_dtype == stat_dtype(a.x_dtype) && a.h != a.x && a.h != a.residual &&
+  return a.residual && a.h != a.x && a.h != a.residual &&
          streams_output(a.h, a.rows, a.D, a.h_stride, dtype_size(a.res_dtype));
 }
 

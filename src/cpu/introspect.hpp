@@ -49,12 +49,12 @@ inline constexpr std::int64_t kStreamMinBytes = std::int64_t{4} << 20;
 // large outputs, already mapped in, that do not overwrite an input in place
 // (cpu/pages.hpp).
 bool forward_streams(const ForwardArgs& a);
-// Whether the fused forward writes h with non-temporal stores: a large h in
-// the compute type (f32, f64 for f64 rows) that overwrites neither input. Its
-// output pass then forms h again from the cached x and residual rather than
-// reading h back: an ordinary store of h reads each line for ownership
-// first, which made the fused op slower than an add and a norm
-// (docs/kernels.md).
+// Whether the fused forward writes h with non-temporal stores: a large h,
+// already mapped in, that overwrites neither input. Its output pass then
+// forms h again (the sum, rounded to h's dtype) from the cached x and
+// residual rather than reading h back: an ordinary store of h reads each
+// line for ownership first, which made the fused op slower than an add and
+// a norm (docs/kernels.md).
 bool fused_h_streams(const ForwardArgs& a);
 bool backward_streams(const BackwardArgs& a);
 

@@ -42,6 +42,14 @@ struct Pair {
   hn::Vec<DC> a, b;
 };
 
+// A bf16 pair in the even/odd layout from its 32-bit lanes (as loaded, or as
+// PackBf16Pair packs them): the even element in the bottom half of a lane.
+template <class DC>
+HWY_INLINE Pair<DC> UnpackBf16Pair(DC dc, hn::Vec<hn::RebindToUnsigned<DC>> u) {
+  const hn::RebindToUnsigned<DC> du;
+  return {hn::BitCast(dc, hn::ShiftLeft<16>(u)), hn::BitCast(dc, hn::And(u, hn::Set(du, 0xffff0000u)))};
+}
+
 template <bool kEO, class DC, class T>
 HWY_INLINE Pair<DC> LoadPair(DC dc, const T* HWY_RESTRICT p) {
   const std::size_t N = hn::Lanes(dc);
@@ -49,9 +57,7 @@ HWY_INLINE Pair<DC> LoadPair(DC dc, const T* HWY_RESTRICT p) {
     return {LoadAs(dc, p), LoadAs(dc, p + N)};
   } else if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
     static_assert(std::is_same_v<hn::TFromD<DC>, float>);
-    const hn::RebindToUnsigned<DC> du;
-    const auto u = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(p));
-    return {hn::BitCast(dc, hn::ShiftLeft<16>(u)), hn::BitCast(dc, hn::And(u, hn::Set(du, 0xffff0000u)))};
+    return UnpackBf16Pair(dc, hn::LoadU(hn::RebindToUnsigned<DC>(), reinterpret_cast<const std::uint32_t*>(p)));
   } else {
     const auto lo = LoadAs(dc, p), hi = LoadAs(dc, p + N);
 #if HWY_TARGET == HWY_SCALAR
@@ -88,22 +94,34 @@ HWY_INLINE Pair<DC> StorePair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
     const hn::RebindToUnsigned<DC> du;
     const auto packed = PackBf16Pair(dc, v.a, v.b);
     hn::StoreU(packed, du, reinterpret_cast<std::uint32_t*>(p));
-    // The stored values, dead unless the caller uses them (the fused h).
-    return {hn::BitCast(dc, hn::ShiftLeft<16>(packed)), hn::BitCast(dc, hn::And(packed, hn::Set(du, 0xffff0000u)))};
+    return UnpackBf16Pair(dc, packed);  // dead unless the caller uses it (the fused h)
   }
 }
 
 // StorePair with non-temporal stores: p must be aligned to 2·Lanes(dc)
-// elements of T.
+// elements of T in the even/odd layout, to Lanes(dc) in the consecutive one.
+// Returns the pair as stored.
 template <bool kEO, class DC, class T>
-HWY_INLINE void StreamPair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
+HWY_INLINE Pair<DC> StreamPair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
   if constexpr (!kEO) {
     const std::size_t N = hn::Lanes(dc);
-    StreamAs(dc, v.a, p);
-    StreamAs(dc, v.b, p + N);
+    return {StreamAs(dc, v.a, p), StreamAs(dc, v.b, p + N)};
   } else {
     static_assert(std::is_same_v<T, hwy::bfloat16_t>, "the even/odd layout stores bf16 only");
-    hn::Stream(PackBf16Pair(dc, v.a, v.b), hn::RebindToUnsigned<DC>(), reinterpret_cast<std::uint32_t*>(p));
+    const auto packed = PackBf16Pair(dc, v.a, v.b);
+    hn::Stream(packed, hn::RebindToUnsigned<DC>(), reinterpret_cast<std::uint32_t*>(p));
+    return UnpackBf16Pair(dc, packed);
+  }
+}
+
+// The pair rounded to storage type T and widened back: what StorePair would
+// store, without storing it.
+template <bool kEO, class T, class DC>
+HWY_INLINE Pair<DC> RoundPair(DC dc, Pair<DC> v) {
+  if constexpr (kEO && std::is_same_v<T, hwy::bfloat16_t>) {
+    return UnpackBf16Pair(dc, PackBf16Pair(dc, v.a, v.b));
+  } else {
+    return {RoundAs<T>(dc, v.a), RoundAs<T>(dc, v.b)};
   }
 }
 

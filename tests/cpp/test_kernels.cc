@@ -360,8 +360,8 @@ TEST_P(Kernels, LargeOutputsWithStreamingStores) {
   }
 }
 
-// A large fused forward streams h (in the compute type) and its output pass
-// forms h again from the cached x and residual: every output must be the
+// A large fused forward streams h and its output pass forms h again from
+// the cached x and residual (rounded to h's dtype): every output must be the
 // bits of the same call with h in place of a copy of the residual, which
 // stores h normally and reads it back. Rows with a large mean (LayerNorm's
 // centred pass reads h back) and a row that overflows (the rescue reads it
@@ -376,11 +376,14 @@ TEST_P(Kernels, FusedForwardWithStreamedHMatchesStoredH) {
   };
   std::mt19937_64 rng(11);
   std::normal_distribution<double> normal;
-  const std::int64_t D = 4096;
-  const std::tuple<NormKind, DType, DType> cases[] = {{NormKind::layer_norm, DType::f32, DType::f32},
-                                                      {NormKind::rms_norm, DType::f32, DType::f32},
-                                                      {NormKind::layer_norm, DType::bf16, DType::f32},
-                                                      {NormKind::rms_norm, DType::f64, DType::f64}};
+  // Rows of 4136 elements: a row starts at every alignment (the rows that
+  // do not start at StreamPair's take ordinary stores), and each ends in a tail.
+  const std::int64_t D = 4136;
+  const std::tuple<NormKind, DType, DType> cases[] = {
+      {NormKind::layer_norm, DType::f32, DType::f32},  {NormKind::rms_norm, DType::f32, DType::f32},
+      {NormKind::layer_norm, DType::bf16, DType::f32}, {NormKind::rms_norm, DType::f64, DType::f64},
+      {NormKind::layer_norm, DType::bf16, DType::bf16}, {NormKind::rms_norm, DType::bf16, DType::bf16},
+      {NormKind::layer_norm, DType::f16, DType::f16},  {NormKind::rms_norm, DType::f16, DType::f16}};
   for (const auto& [kind, xt, rt] : cases) {
     const std::size_t xs = dtype_size(xt), rs = dtype_size(rt);
     const std::int64_t rows = detail::kStreamMinBytes / (D * static_cast<std::int64_t>(rs)) + 1;
@@ -390,11 +393,14 @@ TEST_P(Kernels, FusedForwardWithStreamedHMatchesStoredH) {
     const auto put = [](void* p, DType t, std::size_t i, double v) {
       if (t == DType::f64) static_cast<double*>(p)[i] = v;
       else if (t == DType::f32) static_cast<float*>(p)[i] = static_cast<float>(v);
+      else if (t == DType::f16) static_cast<half_t*>(p)[i] = to_f16(static_cast<float>(v));
       else static_cast<bfloat16_t*>(p)[i] = to_bf16(static_cast<float>(v));
     };
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t row = i / static_cast<std::size_t>(D);
-      const double big = row == 5 ? (xt == DType::f64 ? 1e300 : 1e37) : row % 7 == 0 ? 1e4 : 0.0;
+      // Row 5 overflows the sums (no f16 does: the largest it holds).
+      const double huge = xt == DType::f64 ? 1e300 : xt == DType::f16 ? 6e4 : 1e37;
+      const double big = row == 5 ? huge : row % 7 == 0 ? 1e4 : 0.0;
       put(x.p, xt, i, normal(rng) + big);
       put(res.p, rt, i, normal(rng));
     }
