@@ -7,13 +7,13 @@
 #   scripts/check-fresh.sh [--full] [--ref REF]
 #
 # By default the first command (scripts/demo.sh) runs in full and the second
-# (scripts/test.sh) through setup, configure and build
-# (NORMKIT_TEST_STAGES=build); --full runs the whole test suite too. REF is
+# (scripts/test.sh) through setup, configuring and the Python package
+# (NORMKIT_TEST_STAGES=install); --full runs the whole test suite too. REF is
 # the commit to check [HEAD]. Needs root.
 #
 # Kept between runs, outside the checkout, in $NORMKIT_FRESH_CACHE
 # [/var/cache/normkit-fresh]: the debootstrapped base as a tarball, and the
-# downloaded .deb and pip files, bound into the root. Nothing else of the
+# downloaded .deb, pip and uv files, bound into the root. Nothing else of the
 # host enters it but its network settings (name servers, the site's CA
 # certificates and pip's configuration), without which nothing downloads.
 set -euo pipefail
@@ -33,7 +33,7 @@ commit=$(git -C "$repo" rev-parse --verify "$ref^{commit}")
 cache="${NORMKIT_FRESH_CACHE:-/var/cache/normkit-fresh}"
 root="$cache/root"
 base="$cache/bookworm-minbase.tar"
-mkdir -p "$cache/apt-archives/partial" "$cache/pip" "$cache/debootstrap"
+mkdir -p "$cache/apt-archives/partial" "$cache/pip" "$cache/uv" "$cache/debootstrap"
 
 # The Debian mirror the host's own apt sources name (one-line or deb822 form).
 mirror=$(
@@ -111,9 +111,10 @@ mkdir -m 1777 "$root/dev/shm"
 mkdir "$root/dev/pts"
 mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts "$root/dev/pts"  # apt's terminal log
 ln -s pts/ptmx "$root/dev/ptmx"
-mkdir -p "$root/root/.cache/pip"
+mkdir -p "$root/root/.cache/pip" "$root/root/.cache/uv"
 mount --bind "$cache/apt-archives" "$root/var/cache/apt/archives"
 mount --bind "$cache/pip" "$root/root/.cache/pip"
+mount --bind "$cache/uv" "$root/root/.cache/uv"
 
 failed=0
 run() {
@@ -137,7 +138,7 @@ run "bash scripts/demo.sh"
 if ((full)); then
   run "bash scripts/test.sh"
 else
-  run "bash scripts/test.sh" NORMKIT_TEST_STAGES=build
+  run "bash scripts/test.sh" NORMKIT_TEST_STAGES=install
 fi
 
 cleanup

@@ -58,7 +58,13 @@ if [ ! -s "$text" ]; then
   echo "setup: extracted Genesis (KJV) from bible-kjv into $text"
 fi
 
+# The packages go in through uv (from PyPI), which links them from its cache
+# (~/.cache/uv) where pip unpacks every wheel again: PyTorch and the CUDA
+# libraries its PyPI wheel depends on are about 5 GB. --native-tls: the
+# system's certificates (ca-certificates), as pip uses them. uv takes its
+# index from UV_INDEX_URL or uv.toml, not from pip.conf.
 reqs=(-r scripts/requirements.txt)
 ((test_deps)) && reqs+=(-r scripts/requirements-test.txt)
 echo "setup: Python packages into .venv (${reqs[*]})"
-.venv/bin/python -m pip install -q --disable-pip-version-check "${reqs[@]}"
+.venv/bin/python -m pip install -q --disable-pip-version-check uv
+.venv/bin/uv pip install -q --native-tls --python .venv/bin/python "${reqs[@]}"
