@@ -13,9 +13,11 @@
 #
 # Kept between runs, outside the checkout, in $NORMKIT_FRESH_CACHE
 # [/var/cache/normkit-fresh]: the debootstrapped base as a tarball, and the
-# downloaded .deb, pip and uv files, bound into the root. Nothing else of the
-# host enters it but its network settings (name servers, the site's CA
-# certificates and pip's configuration), without which nothing downloads.
+# downloaded .deb, pip and uv files and ccache's compile results, bound into
+# the root. ccache replays a compiler run only for identical input, headers
+# included, so a package the root lacks still fails its build. Nothing else
+# of the host enters it but its network settings (name servers, the site's
+# CA certificates and pip's configuration), without which nothing downloads.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 full=0
@@ -33,7 +35,7 @@ commit=$(git -C "$repo" rev-parse --verify "$ref^{commit}")
 cache="${NORMKIT_FRESH_CACHE:-/var/cache/normkit-fresh}"
 root="$cache/root"
 base="$cache/bookworm-minbase.tar"
-mkdir -p "$cache/apt-archives/partial" "$cache/pip" "$cache/uv" "$cache/debootstrap"
+mkdir -p "$cache/apt-archives/partial" "$cache/pip" "$cache/uv" "$cache/ccache" "$cache/debootstrap"
 
 # The Debian mirror the host's own apt sources name (one-line or deb822 form).
 mirror=$(
@@ -111,10 +113,11 @@ mkdir -m 1777 "$root/dev/shm"
 mkdir "$root/dev/pts"
 mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts "$root/dev/pts"  # apt's terminal log
 ln -s pts/ptmx "$root/dev/ptmx"
-mkdir -p "$root/root/.cache/pip" "$root/root/.cache/uv"
+mkdir -p "$root/root/.cache/pip" "$root/root/.cache/uv" "$root/root/.cache/ccache"
 mount --bind "$cache/apt-archives" "$root/var/cache/apt/archives"
 mount --bind "$cache/pip" "$root/root/.cache/pip"
 mount --bind "$cache/uv" "$root/root/.cache/uv"
+mount --bind "$cache/ccache" "$root/root/.cache/ccache"
 
 failed=0
 run() {

@@ -16,6 +16,7 @@ case "${1:-}" in
 esac
 
 debs=(cmake ninja-build g++ pkg-config ca-certificates
+      ccache                # compile cache: the CLI, the Python package and CI build the same library
       python3 python3-venv python3-dev  # the virtual environment and the bindings' headers
       libhwy-dev            # Google Highway: SIMD kernels with run-time dispatch
       libgtest-dev googletest libbenchmark-dev

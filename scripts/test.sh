@@ -33,7 +33,10 @@ echo "== Python package into .venv"
 if ! nvidia-smi -L >/dev/null 2>&1; then
   export CMAKE_ARGS="${CMAKE_ARGS:+$CMAKE_ARGS }-DNORMKIT_CUDA=OFF"
 fi
-"$py" -m pip install -q --disable-pip-version-check --no-build-isolation .
+# scikit-build-core would compile with Python's own CXX (g++); the presets'
+# compiler (CMake's default, c++) lets ccache give the package the library
+# objects the other builds of these sources made.
+CXX="${CXX:-c++}" "$py" -m pip install -q --disable-pip-version-check --no-build-isolation .
 if [ "$stages" = install ]; then
   echo "test.sh: set up, both presets configured, the Python package installed (NORMKIT_TEST_STAGES=install); no test was run"
   exit 0
