@@ -19,11 +19,13 @@ esac
 bash scripts/setup.sh --test
 py=.venv/bin/python
 
-echo "== C++ suite (release, -Werror)"
-cmake --preset ci >/dev/null
 if [ "$stages" = install ]; then
+  echo "== configuring the C++ presets (ci, asan)"
+  cmake --preset ci >/dev/null
   cmake --preset asan >/dev/null
 else
+  echo "== C++ suite (release, -Werror)"
+  cmake --preset ci >/dev/null
   cmake --build --preset ci
 fi
 echo "== Python package into .venv"
