@@ -22,6 +22,7 @@
 #include "bench_check.hpp"
 #include "cli_args.hpp"
 #include "bench_impls.hpp"
+#include "bench_lines.hpp"
 #include "measure/memory.hpp"
 #include "measure/machine.hpp"
 #include "measure/traffic.hpp"
@@ -91,6 +92,13 @@ options:
   --observer         instead of the above: what the op observer costs a
                      one-row call, with none installed and with a no-op one
                      (--D N [768], --rounds N [15]; docs/profile.md)
+  --lines            instead of timing: the cache lines one call of each
+                     --ops, --dtypes and --D (rows = ELEMENTS / D) brings into
+                     L2, counted by callgrind's cache simulator at this CPU's
+                     L1d and L2 sizes, against the lines its bytes require;
+                     one thread (needs valgrind; docs/kernels.md)
+  --max-lines-ratio R  with --lines: exit 1 when a cell reads or writes more
+                     than R times the lines it requires
   --help             this text
 
 Timing: each record is timed in ROUNDS rounds: the run goes through the whole
@@ -140,6 +148,8 @@ struct Options {
   std::string out_dir;   // --out
   bool positive = false;  // --positive-inputs
   bool f32_params = false;  // --f32-params
+  bool lines = false;       // --lines
+  double max_lines_ratio = 0;  // --max-lines-ratio
   std::string output;
 };
 
@@ -235,6 +245,10 @@ bool parse(int argc, char** argv, Options& o) {
       o.positive = true;
       continue;
     }
+    if (a == "--lines") {
+      o.lines = true;
+      continue;
+    }
     if (a == "--f32-params") {
       o.f32_params = true;
       continue;
@@ -260,6 +274,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--rotate-mib") o.rotate_bytes = parse_int(a, v, 1) << 20;
     else if (a == "--min-time") o.timing.min_seconds = parse_seconds(a, v);
     else if (a == "--max-time") o.timing.max_seconds = parse_seconds(a, v);
+    else if (a == "--max-lines-ratio") o.max_lines_ratio = parse_number(a, v, 1);
     else if (a == "--rounds") o.rounds = static_cast<int>(parse_int(a, v, 1));
     else throw std::invalid_argument("unknown option '" + a + "' (see normkit bench --help)");
   }
@@ -536,11 +551,13 @@ int bench_observer(int argc, char** argv);  // bench_observer.cc
 
 int bench_main(int argc, char** argv) {
   if (argc > 0 && std::string_view(argv[0]) == "--observer") return bench_observer(argc - 1, argv + 1);
+  if (argc > 0 && std::string_view(argv[0]) == "--lines-call") return bench_lines_call(argc - 1, argv + 1);
   Options o;
   if (!parse(argc, argv, o)) {
     std::fputs(kHelp, stdout);
     return 0;
   }
+  if (o.lines) return bench_lines({o.ops, o.dtypes, o.widths, o.elements, o.f32_params, o.max_lines_ratio});
   if (!o.out_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.out_dir, ec);

@@ -1,0 +1,184 @@
+// normkit bench --lines — the cache lines one call brings into L2 from
+// beyond it, counted by callgrind's cache simulator, against the lines the
+// op's bytes require (measure/traffic.hpp). Timings on a shared host vary
+// by tens of percent between runs; these counts are the same every run, so
+// they can tell an op that moves more bytes than it must (a row evicted
+// before its second pass) from one that is merely slow.
+//
+// Each cell runs in its own process under valgrind (this executable again,
+// with --lines-call): one call on a first buffer set to warm the code and
+// parameters, then the counted call on a second set, so its activations
+// start beyond the simulated caches. The simulated L1d and L2 take this
+// CPU's sizes and associativity (sysfs); L2 is the last level simulated, so
+// its misses are the lines L2 receives from L3 or memory.
+//
+// What the model leaves out (docs/kernels.md): every store allocates its
+// line (streaming stores bypass the caches on the hardware), software and
+// hardware prefetches are not simulated, replacement is exact LRU, and
+// valgrind has no AVX-512, so the AVX2 kernels run (the same passes over
+// the same bytes; the instruction counts are AVX2's).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench_impls.hpp"
+#include "bench_lines.hpp"
+#include "cli_args.hpp"
+#include "measure/memory.hpp"
+#include "normkit/threading.hpp"
+
+// The one function callgrind counts (--toggle-collect): unmangled, so the
+// pattern cannot miss it.
+extern "C" __attribute__((noinline)) void normkit_counted_call(const normkit::bench::Call& call) { call(1); }
+
+namespace normkit::cli {
+
+namespace {
+
+using namespace normkit::bench;
+
+constexpr std::int64_t kLine = 64;
+
+const Op& op_named(const std::string& name) {
+  for (const Op& op : kOps)
+    if (op.name == name) return op;
+  throw std::invalid_argument("--lines-call: unknown op '" + name + "'");
+}
+
+DType dtype_named(const std::string& s) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16})
+    if (dtype_name(d) == s) return d;
+  throw std::invalid_argument("--lines-call: unknown dtype '" + s + "'");
+}
+
+// A cache level of CPU 0 as callgrind's SIZE,WAYS,LINE.
+std::string level_spec(int index, std::int64_t size) {
+  std::int64_t ways = 8;
+  std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/ways_of_associativity");
+  if (f >> ways; ways <= 0) ways = 8;
+  return std::to_string(size) + "," + std::to_string(ways) + "," + std::to_string(kLine);
+}
+
+struct Counts {
+  std::int64_t instructions = 0, lines_read = 0, lines_written = 0;
+};
+
+// The "events:" and "summary:" lines of a callgrind output file.
+Counts read_counts(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string line;
+  std::vector<std::string> events;
+  std::vector<std::int64_t> totals;
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::string key;
+    ss >> key;
+    if (key == "events:")
+      for (std::string e; ss >> e;) events.push_back(e);
+    else if (key == "summary:")
+      for (std::int64_t v; ss >> v;) totals.push_back(v);
+  }
+  const auto at = [&](const std::string& name) -> std::int64_t {
+    for (std::size_t i = 0; i < events.size(); ++i)
+      if (events[i] == name) return i < totals.size() ? totals[i] : 0;
+    throw std::runtime_error("bench --lines: no " + name + " count in " + file.string());
+  };
+  return {at("Ir"), at("DLmr"), at("DLmw")};
+}
+
+std::string quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace
+
+// The child: one op, dtype, D and rows, under callgrind.
+int bench_lines_call(int argc, char** argv) {
+  if (argc != 5)
+    throw std::invalid_argument("--lines-call takes OP DTYPE D ROWS PARAM_DTYPE (run by bench --lines)");
+  const Op& op = op_named(argv[0]);
+  const Shape s{parse_int("ROWS", argv[3], 1), parse_int("D", argv[2], 1), dtype_named(argv[1]),
+                dtype_named(argv[4])};
+  set_num_threads(1);
+  Arena arena;
+  const std::vector<Tensors> sets = carve(arena, op, s, 2);
+  fill_inputs(op, s, sets, false);
+  const Call call = impls()[0].prepare(op, s, sets);
+  call(0);
+  normkit_counted_call(call);
+  return 0;
+}
+
+int bench_lines(const LinesOptions& o) {
+  if (std::system("valgrind --version >/dev/null 2>&1") != 0)
+    throw std::runtime_error("bench --lines runs callgrind: valgrind is not on PATH (Debian: apt install valgrind)");
+  const Caches caches = read_caches();
+  if (caches.l1d <= 0 || caches.l2 <= 0) throw std::runtime_error("bench --lines: no L1d/L2 sizes in sysfs");
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("normkit-lines-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string sim = "--D1=" + level_spec(0, caches.l1d) + " --LL=" + level_spec(2, caches.l2);
+
+  std::printf("cache lines into L2 per call, callgrind's simulator (%s, LRU, every store allocates,\n"
+              "no prefetch; AVX2 kernels), one thread; x min: lines / the lines the op's bytes require\n\n",
+              sim.c_str());
+  std::printf("%-28s %-5s %7s %6s %12s %6s %12s %6s %9s\n", "op", "dtype", "D", "rows", "lines read", "x min",
+              "written", "x min", "instr/el");
+  bool over = false;
+  for (const Op* op : o.ops)
+    for (DType act : o.dtypes)
+      for (std::int64_t D : o.widths) {
+        const std::optional<DType> p = impls()[0].param_dtype(*op, act);
+        if (!p) continue;
+        const DType param = o.f32_params && act != DType::f32 ? DType::f32 : *p;
+        const Shape s{std::max<std::int64_t>(1, o.elements / D), D, act, param};
+        const std::filesystem::path out = dir / "callgrind.out", log = dir / "valgrind.log";
+        const std::string cmd =
+            "OMP_NUM_THREADS=1 valgrind --tool=callgrind --cache-sim=yes " + sim +
+            " --toggle-collect=normkit_counted_call --callgrind-out-file=" + quoted(out.string()) + " " +
+            quoted(self) + " bench --lines-call " + std::string(op->name) + " " +
+            std::string(dtype_name(act)) + " " + std::to_string(D) + " " + std::to_string(s.rows) + " " +
+            std::string(dtype_name(param)) + " >" + quoted(log.string()) + " 2>&1";
+        if (std::system(cmd.c_str()) != 0) {
+          std::ifstream f(log);
+          std::stringstream text;
+          text << f.rdbuf();
+          std::string tail = text.str();
+          if (tail.size() > 2000) tail = tail.substr(tail.size() - 2000);
+          throw std::runtime_error("bench --lines: callgrind failed on " + std::string(op->name) + " D=" +
+                                   std::to_string(D) + ":\n" + tail);
+        }
+        const Counts c = read_counts(out);
+        const Traffic t = traffic(*op, s);
+        const double need_read = static_cast<double>(t.read) / kLine, need_written = static_cast<double>(t.written) / kLine;
+        const double rr = static_cast<double>(c.lines_read) / need_read;
+        const double rw = static_cast<double>(c.lines_written) / need_written;
+        over = over || (o.max_ratio > 0 && (rr > o.max_ratio || rw > o.max_ratio));
+        std::printf("%-28s %-5s %7lld %6lld %12lld %6.2f %12lld %6.2f %9.2f\n", std::string(op->name).c_str(),
+                    std::string(dtype_name(act)).c_str(), static_cast<long long>(D),
+                    static_cast<long long>(s.rows), static_cast<long long>(c.lines_read), rr,
+                    static_cast<long long>(c.lines_written), rw,
+                    static_cast<double>(c.instructions) / static_cast<double>(s.rows * D));
+        std::fflush(stdout);
+      }
+  std::filesystem::remove_all(dir);
+  if (over) {
+    std::printf("\nsome cell moved more than %.2f x its lines (--max-lines-ratio)\n", o.max_ratio);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace normkit::cli
