@@ -24,6 +24,7 @@ debs=(cmake ninja-build g++ pkg-config ca-certificates
       libdnnl-dev           # oneDNN: the baseline `normkit bench` compares against
       ocl-icd-opencl-dev    # OpenCL headers: Debian's oneDNN CMake package requires them
       libopenblas-dev       # matrix products of the lab's transformer step and the model
+      valgrind              # callgrind's cache simulator: `normkit bench --lines`
       bible-kjv)            # the King James text `normkit study` trains on (public domain)
 if ((test_deps)); then
   debs+=(clang-14 libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes

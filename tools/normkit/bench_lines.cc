@@ -144,6 +144,14 @@ int bench_lines(const LinesOptions& o) {
         if (!p) continue;
         const DType param = o.f32_params && act != DType::f32 ? DType::f32 : *p;
         const Shape s{std::max<std::int64_t>(1, o.elements / D), D, act, param};
+        // The warm-up call on the first set must push the second set's
+        // inputs (filled before it) out of the simulated L2.
+        if (working_set_bytes(*op, s) < 2 * caches.l2)
+          throw std::invalid_argument("--elements: " + std::string(op->name) + " " +
+                                      std::string(dtype_name(act)) + " at D=" + std::to_string(D) + " touches " +
+                                      std::to_string(working_set_bytes(*op, s) >> 10) +
+                                      " KiB per call; --lines needs at least twice L2 (" +
+                                      std::to_string(2 * caches.l2 >> 10) + " KiB)");
         const std::filesystem::path out = dir / "callgrind.out", log = dir / "valgrind.log";
         const std::string cmd =
             "OMP_NUM_THREADS=1 valgrind --tool=callgrind --cache-sim=yes " + sim +
@@ -165,6 +173,14 @@ int bench_lines(const LinesOptions& o) {
         const double need_read = static_cast<double>(t.read) / kLine, need_written = static_cast<double>(t.written) / kLine;
         const double rr = static_cast<double>(c.lines_read) / need_read;
         const double rw = static_cast<double>(c.lines_written) / need_written;
+        // A call on cold buffers reads every line of its inputs at least once
+        // (a few may share lines with the other set's arrays); fewer means
+        // the counted call was not the one measured.
+        if (c.instructions == 0 || rr < 0.9 || rw < 0.9)
+          throw std::runtime_error("bench --lines: callgrind counted " + std::to_string(c.lines_read) +
+                                   " lines read and " + std::to_string(c.lines_written) + " written for " +
+                                   std::string(op->name) + " at D=" + std::to_string(D) +
+                                   ", fewer than its cold inputs and outputs require");
         over = over || (o.max_ratio > 0 && (rr > o.max_ratio || rw > o.max_ratio));
         std::printf("%-28s %-5s %7lld %6lld %12lld %6.2f %12lld %6.2f %9.2f\n", std::string(op->name).c_str(),
                     std::string(dtype_name(act)).c_str(), static_cast<long long>(D),
