@@ -97,6 +97,9 @@ options:
                      L2, counted by callgrind's cache simulator at this CPU's
                      L1d and L2 sizes, against the lines its bytes require;
                      one thread (needs valgrind; docs/kernels.md)
+  --in-place         with --lines: each output over the input it may
+                     overwrite (y over x, dx over dy, h over the residual,
+                     dh over dh_out), so no store allocates a line
   --max-lines-ratio R  with --lines: exit 1 when a cell reads or writes more
                      than R times the lines it requires
   --help             this text
@@ -149,6 +152,7 @@ struct Options {
   bool positive = false;  // --positive-inputs
   bool f32_params = false;  // --f32-params
   bool lines = false;       // --lines
+  bool in_place = false;    // --in-place
   double max_lines_ratio = 0;  // --max-lines-ratio
   std::string output;
 };
@@ -247,6 +251,10 @@ bool parse(int argc, char** argv, Options& o) {
     }
     if (a == "--lines") {
       o.lines = true;
+      continue;
+    }
+    if (a == "--in-place") {
+      o.in_place = true;
       continue;
     }
     if (a == "--f32-params") {
@@ -557,7 +565,7 @@ int bench_main(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  if (o.lines) return bench_lines({o.ops, o.dtypes, o.widths, o.elements, o.f32_params, o.max_lines_ratio});
+  if (o.lines) return bench_lines({o.ops, o.dtypes, o.widths, o.elements, o.f32_params, o.in_place, o.max_lines_ratio});
   if (!o.out_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.out_dir, ec);

@@ -68,6 +68,22 @@ std::string level_spec(int index, std::int64_t size) {
   return std::to_string(size) + "," + std::to_string(ways) + "," + std::to_string(kLine);
 }
 
+// Each (rows, D) output over the input the API lets it overwrite: its lines
+// are then cached when written, as the streaming stores of separate outputs
+// keep them out of the caches on the hardware.
+void alias_outputs(const Op& op, Tensors& t) {
+  const auto over = [&](Array out, Array in) { t.p[static_cast<std::size_t>(out)] = t[in]; };
+  switch (op.pass) {
+    case Pass::forward: over(Array::y, Array::x); break;
+    case Pass::backward: over(Array::dx, Array::dy); break;
+    case Pass::fused: over(Array::h, Array::residual), over(Array::y, Array::x); break;
+    case Pass::fused_backward: over(Array::dh, Array::dh_out); break;
+    default: throw std::invalid_argument("--in-place: " + std::string(op.name) + " is two calls; not with --in-place");
+  }
+}
+
+bool has_in_place(const Op& op) { return !is_two_calls(op.pass); }
+
 struct Counts {
   std::int64_t instructions = 0, lines_read = 0, lines_written = 0;
 };
@@ -105,14 +121,16 @@ std::string quoted(const std::string& s) {
 
 // The child: one op, dtype, D and rows, under callgrind.
 int bench_lines_call(int argc, char** argv) {
-  if (argc != 5)
-    throw std::invalid_argument("--lines-call takes OP DTYPE D ROWS PARAM_DTYPE (run by bench --lines)");
+  if (argc != 6)
+    throw std::invalid_argument("--lines-call takes OP DTYPE D ROWS PARAM_DTYPE in-place|separate (run by bench --lines)");
   const Op& op = op_named(argv[0]);
   const Shape s{parse_int("ROWS", argv[3], 1), parse_int("D", argv[2], 1), dtype_named(argv[1]),
                 dtype_named(argv[4])};
   set_num_threads(1);
   Arena arena;
-  const std::vector<Tensors> sets = carve(arena, op, s, 2);
+  std::vector<Tensors> sets = carve(arena, op, s, 2);
+  if (std::string_view(argv[5]) == "in-place")
+    for (Tensors& t : sets) alias_outputs(op, t);
   fill_inputs(op, s, sets, false);
   const Call call = impls()[0].prepare(op, s, sets);
   call(0);
@@ -126,14 +144,18 @@ int bench_lines(const LinesOptions& o) {
   const Caches caches = read_caches();
   if (caches.l1d <= 0 || caches.l2 <= 0) throw std::runtime_error("bench --lines: no L1d/L2 sizes in sysfs");
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("normkit-lines-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  struct TempDir {
+    std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                 ("normkit-lines-" + std::to_string(::getpid()));
+    TempDir() { std::filesystem::create_directories(path); }
+    ~TempDir() { std::filesystem::remove_all(path); }
+  } const temp;
+  const std::filesystem::path& dir = temp.path;
   const std::string sim = "--D1=" + level_spec(0, caches.l1d) + " --LL=" + level_spec(2, caches.l2);
 
   std::printf("cache lines into L2 per call, callgrind's simulator (%s, LRU, every store allocates,\n"
-              "no prefetch; AVX2 kernels), one thread; x min: lines / the lines the op's bytes require\n\n",
-              sim.c_str());
+              "no prefetch; AVX2 kernels), one thread, %s; x min: lines / the lines the op's bytes require\n\n",
+              sim.c_str(), o.in_place ? "outputs over their inputs" : "outputs in buffers of their own");
   std::printf("%-28s %-5s %7s %6s %12s %6s %12s %6s %9s\n", "op", "dtype", "D", "rows", "lines read", "x min",
               "written", "x min", "instr/el");
   bool over = false;
@@ -141,7 +163,7 @@ int bench_lines(const LinesOptions& o) {
     for (DType act : o.dtypes)
       for (std::int64_t D : o.widths) {
         const std::optional<DType> p = impls()[0].param_dtype(*op, act);
-        if (!p) continue;
+        if (!p || (o.in_place && !has_in_place(*op))) continue;
         const DType param = o.f32_params && act != DType::f32 ? DType::f32 : *p;
         const Shape s{std::max<std::int64_t>(1, o.elements / D), D, act, param};
         // The warm-up call on the first set must push the second set's
@@ -158,7 +180,7 @@ int bench_lines(const LinesOptions& o) {
             " --toggle-collect=normkit_counted_call --callgrind-out-file=" + quoted(out.string()) + " " +
             quoted(self) + " bench --lines-call " + std::string(op->name) + " " +
             std::string(dtype_name(act)) + " " + std::to_string(D) + " " + std::to_string(s.rows) + " " +
-            std::string(dtype_name(param)) + " >" + quoted(log.string()) + " 2>&1";
+            std::string(dtype_name(param)) + (o.in_place ? " in-place" : " separate") + " >" + quoted(log.string()) + " 2>&1";
         if (std::system(cmd.c_str()) != 0) {
           std::ifstream f(log);
           std::stringstream text;
@@ -176,12 +198,12 @@ int bench_lines(const LinesOptions& o) {
         // A call on cold buffers reads every line of its inputs at least once
         // (a few may share lines with the other set's arrays); fewer means
         // the counted call was not the one measured.
-        if (c.instructions == 0 || rr < 0.9 || rw < 0.9)
+        if (c.instructions == 0 || rr < 0.9 || (!o.in_place && rw < 0.9))
           throw std::runtime_error("bench --lines: callgrind counted " + std::to_string(c.lines_read) +
                                    " lines read and " + std::to_string(c.lines_written) + " written for " +
                                    std::string(op->name) + " at D=" + std::to_string(D) +
                                    ", fewer than its cold inputs and outputs require");
-        over = over || (o.max_ratio > 0 && (rr > o.max_ratio || rw > o.max_ratio));
+        over = over || (o.max_ratio > 0 && (rr > o.max_ratio || (!o.in_place && rw > o.max_ratio)));
         std::printf("%-28s %-5s %7lld %6lld %12lld %6.2f %12lld %6.2f %9.2f\n", std::string(op->name).c_str(),
                     std::string(dtype_name(act)).c_str(), static_cast<long long>(D),
                     static_cast<long long>(s.rows), static_cast<long long>(c.lines_read), rr,
@@ -189,7 +211,6 @@ int bench_lines(const LinesOptions& o) {
                     static_cast<double>(c.instructions) / static_cast<double>(s.rows * D));
         std::fflush(stdout);
       }
-  std::filesystem::remove_all(dir);
   if (over) {
     std::printf("\nsome cell moved more than %.2f x its lines (--max-lines-ratio)\n", o.max_ratio);
     return 1;

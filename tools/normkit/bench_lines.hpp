@@ -15,6 +15,7 @@ struct LinesOptions {
   std::vector<std::int64_t> widths;
   std::int64_t elements = 0;  // per activation tensor; rows = elements / D
   bool f32_params = false;
+  bool in_place = false;  // outputs over the inputs they may overwrite (not the two-call ops)
   double max_ratio = 0;  // > 0: exit 1 when a cell moves more than this many times its lines
 };
 
