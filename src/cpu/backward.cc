@@ -5,7 +5,7 @@
 // g = (offset + weight)·dy:
 //   pass A (reads dy, x, weight): Σg and Σg·x̂ in chunks, and, when
 //          parameter gradients are wanted, the block partials
-//          dweight_b += dy·x̂ and (when dbias is wanted) dbias_b += dy;
+//          dweight_b += dy·x̂, dbias_b += dy;
 //   pass B (re-reads them from cache):
 //          dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) + dh_out
 //          (mean(g) is 0 for RMSNorm).
@@ -66,11 +66,6 @@ struct RowSums {
   double g = 0, gx = 0;  // Σg, Σg·x̂
 };
 
-// The parameter-gradient partials the rows accumulate: none, dweight alone
-// (RMSNorm, or LayerNorm without dbias: no dbias row read and written per
-// row for nothing), or both.
-enum class Partials { none, dweight, dweight_dbias };
-
 // x̂ = (x − mean)·rstd, computed as (x·s − mean·s)·(rstd/s) with s a power
 // of two: 2^ilogb(rstd), so x·s and mean·s are of the size of x̂, lowered if
 // needed to keep mean·s far from overflow. Scaling by a power of two is
@@ -98,13 +93,13 @@ struct XhatMap {
 // Pass A over one chunk of the row, a pair of vectors at a
 // time (see Pair in pairs-inl.hpp; kEO: the even/odd layout of bf16 rows):
 // four independent FMA/add chains, enough to cover the 4-cycle FMA latency.
-// kP: also accumulate dy·x̂ into pdw and (dweight_dbias) dy into pdb, in the pair
+// kParams: also accumulate dy·x̂ into pdw and dy into pdb, in the pair
 // layout (so a bf16 row's partials are in even/odd order within each pair;
 // reduce_blocks puts them back) and padded to a whole number of pairs. The
 // first row of a block (`first`) starts them: it adds to zero instead of to
 // what pdw and pdb hold, so they need no clearing (+0 as the start keeps
 // the sign of zero sums as before).
-template <Partials kP, bool kEO, class DC, class TD, class TI, class TW>
+template <bool kParams, bool kEO, class DC, class TD, class TI, class TW>
 HWY_INLINE void PassAChunk(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
                            std::size_t n, const XhatMap<DC>& xhat_of, hn::Vec<DC> Off, hn::TFromD<DC>* HWY_RESTRICT pdw,
                            hn::TFromD<DC>* HWY_RESTRICT pdb, bool first, RowSums& sums, NextRows& next) {
@@ -116,13 +111,11 @@ HWY_INLINE void PassAChunk(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTR
     const auto g = hn::Mul(kIsArranged<TW> ? wv : hn::Add(wv, Off), dyv);
     gacc = hn::Add(gacc, g);
     gxacc = hn::MulAdd(g, xhat, gxacc);
-    // Unaligned: pdw and pdb may be the caller's dweight and dbias.
-    if constexpr (kP != Partials::none) {
+    if constexpr (kParams) {
+      // Unaligned: pdw and pdb may be the caller's dweight and dbias.
       const auto dw0 = first ? hn::Zero(dc) : hn::LoadU(dc, pdw + j);
-      hn::StoreU(hn::MulAdd(dyv, xhat, dw0), dc, pdw + j);
-    }
-    if constexpr (kP == Partials::dweight_dbias) {
       const auto db0 = first ? hn::Zero(dc) : hn::LoadU(dc, pdb + j);
+      hn::StoreU(hn::MulAdd(dyv, xhat, dw0), dc, pdw + j);
       hn::StoreU(hn::Add(dyv, db0), dc, pdb + j);
     }
   };
@@ -200,7 +193,7 @@ HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRIC
 // weight + offset) and compute type C. pdw/pdb: this row block's partial
 // sums (started by its first row), or null when no parameter gradient is
 // wanted.
-template <Partials kP, class C, class TD, class TI, class TW>
+template <bool kParams, class C, class TD, class TI, class TW>
 void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream,
                      const TW* w, double offset) {
   const hn::ScalableTag<C> dc;
@@ -221,9 +214,8 @@ void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end
     const auto R = hn::Set(dc, rstd[row]);
     RowSums sums;
     for (std::size_t off = 0; off < D; off += kChunk)
-      PassAChunk<kP, kEO>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
-                          kP != Partials::none ? pdw + off : nullptr,
-                          kP == Partials::dweight_dbias ? pdb + off : nullptr, row == begin, sums, next);
+      PassAChunk<kParams, kEO>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
+                               kParams ? pdw + off : nullptr, kParams ? pdb + off : nullptr, row == begin, sums, next);
     const auto MG = hn::Set(dc, mean ? static_cast<C>(sums.g / Dd) : C{0});
     const auto MGX = hn::Set(dc, static_cast<C>(sums.gx / Dd));
     if (a.dh_out)
@@ -238,27 +230,25 @@ void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end
 
 // The weight arranged once per range where that saves a conversion per row
 // (arrange-inl.hpp), else read as stored.
-template <Partials kP, class C, class TD, class TI, class TW>
+template <bool kParams, class C, class TD, class TI, class TW>
 void BackwardRowsWithParams(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream) {
   const TW* w = static_cast<const TW*>(a.weight);
   if constexpr (kArrange<C, TI, TW>) {
     const ArrangedRows<C> g =
         ArrangeForRows<kEvenOdd<TI>>(hn::ScalableTag<C>(), end - begin, static_cast<std::size_t>(a.D), w,
                                      static_cast<const TW*>(nullptr), static_cast<C>(a.weight_offset));
-    if (g.w) return BackwardRowLoop<kP, C, TD, TI>(a, begin, end, pdw, pdb, stream, g.w, 0.0);
+    if (g.w) return BackwardRowLoop<kParams, C, TD, TI>(a, begin, end, pdw, pdb, stream, g.w, 0.0);
   }
-  BackwardRowLoop<kP, C, TD, TI>(a, begin, end, pdw, pdb, stream, w, a.weight_offset);
+  BackwardRowLoop<kParams, C, TD, TI>(a, begin, end, pdw, pdb, stream, w, a.weight_offset);
 }
 
 template <class C, class TD, class TI, class TW>
 void BackwardRowsWithPartials(const BackwardArgs& a, std::int64_t begin, std::int64_t end, void* pdw, void* pdb,
                               bool stream) {
-  if (!pdw) return BackwardRowsWithParams<Partials::none, C, TD, TI, TW>(a, begin, end, nullptr, nullptr, stream);
-  if (!pdb)
-    return BackwardRowsWithParams<Partials::dweight, C, TD, TI, TW>(a, begin, end, static_cast<C*>(pdw), nullptr,
-                                                                     stream);
-  BackwardRowsWithParams<Partials::dweight_dbias, C, TD, TI, TW>(a, begin, end, static_cast<C*>(pdw),
-                                                                 static_cast<C*>(pdb), stream);
+  if (pdw)
+    BackwardRowsWithParams<true, C, TD, TI, TW>(a, begin, end, static_cast<C*>(pdw), static_cast<C*>(pdb), stream);
+  else
+    BackwardRowsWithParams<false, C, TD, TI, TW>(a, begin, end, nullptr, nullptr, stream);
 }
 
 // The valid (xin, weight) dtypes for 16-bit dy: dy's own or f32.
@@ -275,8 +265,7 @@ void BackwardRowsOf16BitDy(const BackwardArgs& a, std::int64_t begin, std::int64
 
 }  // namespace
 
-// pdw, pdb: the partial-sum rows of the block [begin, end); pdw null: no
-// partials; pdb null: no dbias partials.
+// pdw, pdb: the partial-sum rows of the block [begin, end), or null.
 // stream: write dx with non-temporal stores (see backward_streams).
 void BackwardRows(const BackwardArgs& a, std::int64_t begin, std::int64_t end, void* pdw, void* pdb, bool stream) {
   switch (a.dy_dtype) {
@@ -532,7 +521,8 @@ void cpu_backward(const BackwardArgs& args) {
   // small call, a decode step above all, where reducing would copy both.
   if (pb.count == 1 && eo == 0 && stride == a.D && a.w_dtype == acc_dtype(a)) {
     void* pdw = a.dweight ? a.dweight : partials;
-    HWY_DYNAMIC_DISPATCH(BackwardRows)(a, 0, a.rows, pdw, a.dbias, stream);
+    void* pdb = a.dbias ? a.dbias : partials + block_bytes / 2;
+    HWY_DYNAMIC_DISPATCH(BackwardRows)(a, 0, a.rows, pdw, pdb, stream);
     return;
   }
 
@@ -540,7 +530,7 @@ void cpu_backward(const BackwardArgs& args) {
     const std::int64_t begin = block * pb.rows_per_block;
     const std::int64_t end = std::min(a.rows, begin + pb.rows_per_block);
     std::byte* pdw = partials + static_cast<std::size_t>(block) * block_bytes;
-    std::byte* pdb = a.dbias ? pdw + block_bytes / 2 : nullptr;
+    std::byte* pdb = pdw + block_bytes / 2;
     HWY_DYNAMIC_DISPATCH(BackwardRows)(a, begin, end, pdw, pdb, stream);
   });
 
