@@ -5,7 +5,7 @@
 // g = (offset + weight)·dy:
 //   pass A (reads dy, x, weight): Σg and Σg·x̂ in chunks, and, when
 //          parameter gradients are wanted, the block partials
-//          dweight_b += dy·x̂, dbias_b += dy;
+//          dweight_b += dy·x̂ and (when dbias is wanted) dbias_b += dy;
 //   pass B (re-reads them from cache):
 //          dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) + dh_out
 //          (mean(g) is 0 for RMSNorm).
@@ -53,6 +53,12 @@
 #include "normkit/half.hpp"
 #endif
 
+// The passes' lambdas are inlined by force, like the Highway ops they call:
+// left to the compiler's heuristics, which weigh the whole translation unit,
+// adding an instantiation elsewhere once kept the closure in memory and
+// reloaded pass B's constants on every pair.
+#define NORMKIT_ALWAYS_INLINE __attribute__((always_inline))
+
 HWY_BEFORE_NAMESPACE();
 namespace normkit::detail::HWY_NAMESPACE {
 namespace {
@@ -65,6 +71,11 @@ constexpr std::size_t kChunk = 2048;
 struct RowSums {
   double g = 0, gx = 0;  // Σg, Σg·x̂
 };
+
+// The parameter-gradient partials the rows accumulate: none, dweight alone
+// (RMSNorm, or LayerNorm without dbias: no dbias row read and written per
+// row for nothing), or both.
+enum class Partials { none, dweight, dweight_dbias };
 
 // x̂ = (x − mean)·rstd, computed as (x·s − mean·s)·(rstd/s) with s a power
 // of two: 2^ilogb(rstd), so x·s and mean·s are of the size of x̂, lowered if
@@ -93,13 +104,13 @@ struct XhatMap {
 // Pass A over one chunk of the row, a pair of vectors at a
 // time (see Pair in pairs-inl.hpp; kEO: the even/odd layout of bf16 rows):
 // four independent FMA/add chains, enough to cover the 4-cycle FMA latency.
-// kParams: also accumulate dy·x̂ into pdw and dy into pdb, in the pair
+// kP: also accumulate dy·x̂ into pdw and (dweight_dbias) dy into pdb, in the pair
 // layout (so a bf16 row's partials are in even/odd order within each pair;
 // reduce_blocks puts them back) and padded to a whole number of pairs. The
 // first row of a block (`first`) starts them: it adds to zero instead of to
 // what pdw and pdb hold, so they need no clearing (+0 as the start keeps
 // the sign of zero sums as before).
-template <bool kParams, bool kEO, class DC, class TD, class TI, class TW>
+template <Partials kP, bool kEO, class DC, class TD, class TI, class TW>
 HWY_INLINE void PassAChunk(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
                            std::size_t n, const XhatMap<DC>& xhat_of, hn::Vec<DC> Off, hn::TFromD<DC>* HWY_RESTRICT pdw,
                            hn::TFromD<DC>* HWY_RESTRICT pdb, bool first, RowSums& sums, NextRows& next) {
@@ -107,15 +118,17 @@ HWY_INLINE void PassAChunk(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTR
   const std::size_t P = 2 * N;
   auto g0 = hn::Zero(dc), g1 = hn::Zero(dc), gx0 = hn::Zero(dc), gx1 = hn::Zero(dc);
   // One vector of the pair; its partials are at element j of the rows.
-  auto half = [&](auto dyv, auto xhat, auto wv, std::size_t j, auto& gacc, auto& gxacc) HWY_ATTR {
+  auto half = [&](auto dyv, auto xhat, auto wv, std::size_t j, auto& gacc, auto& gxacc) HWY_ATTR NORMKIT_ALWAYS_INLINE {
     const auto g = hn::Mul(kIsArranged<TW> ? wv : hn::Add(wv, Off), dyv);
     gacc = hn::Add(gacc, g);
     gxacc = hn::MulAdd(g, xhat, gxacc);
-    if constexpr (kParams) {
-      // Unaligned: pdw and pdb may be the caller's dweight and dbias.
+    // Unaligned: pdw and pdb may be the caller's dweight and dbias.
+    if constexpr (kP != Partials::none) {
       const auto dw0 = first ? hn::Zero(dc) : hn::LoadU(dc, pdw + j);
-      const auto db0 = first ? hn::Zero(dc) : hn::LoadU(dc, pdb + j);
       hn::StoreU(hn::MulAdd(dyv, xhat, dw0), dc, pdw + j);
+    }
+    if constexpr (kP == Partials::dweight_dbias) {
+      const auto db0 = first ? hn::Zero(dc) : hn::LoadU(dc, pdb + j);
       hn::StoreU(hn::Add(dyv, db0), dc, pdb + j);
     }
   };
@@ -149,20 +162,20 @@ HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRIC
                          std::size_t D, const XhatMap<DC>& xhat_of, hn::Vec<DC> R, hn::Vec<DC> Off, hn::Vec<DC> MG,
                          hn::Vec<DC> MGX, bool stream, NextRows& next) {
   const std::size_t P = 2 * hn::Lanes(dc);
-  auto half = [&](auto dyv, auto xv, auto wv) HWY_ATTR {
+  auto half = [&](auto dyv, auto xv, auto wv) HWY_ATTR NORMKIT_ALWAYS_INLINE {
     const auto g = hn::Mul(kIsArranged<TW> ? wv : hn::Add(wv, Off), dyv);
     return hn::Mul(hn::NegMulAdd(xhat_of(xv), MGX, hn::Sub(g, MG)), R);
   };
-  auto pair = [&](Pair<DC> dyv, Pair<DC> xv, Pair<DC> wv) HWY_ATTR {
+  auto pair = [&](Pair<DC> dyv, Pair<DC> xv, Pair<DC> wv) HWY_ATTR NORMKIT_ALWAYS_INLINE {
     return Pair<DC>{half(dyv.a, xv.a, wv.a), half(dyv.b, xv.b, wv.b)};
   };
-  auto plus = [](Pair<DC> u, Pair<DC> v) HWY_ATTR { return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)}; };
-  auto whole = [&](std::size_t i) HWY_ATTR {  // the P elements at i
+  auto plus = [](Pair<DC> u, Pair<DC> v) HWY_ATTR NORMKIT_ALWAYS_INLINE { return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)}; };
+  auto whole = [&](std::size_t i) HWY_ATTR NORMKIT_ALWAYS_INLINE {  // the P elements at i
     const auto v = pair(LoadPair<kEO>(dc, dy + i), LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, w + i));
     if constexpr (kDhOut) return plus(v, LoadPair<kEO>(dc, dh_out + i));
     else return v;
   };
-  auto partial = [&](std::size_t i, std::size_t k) HWY_ATTR {  // the k < P elements at i
+  auto partial = [&](std::size_t i, std::size_t k) HWY_ATTR NORMKIT_ALWAYS_INLINE {  // the k < P elements at i
     auto v = pair(LoadPairTail<kEO>(dc, dy + i, k), LoadPairTail<kEO>(dc, x + i, k),
                   LoadPairTail<kEO>(dc, w + i, k));
     if constexpr (kDhOut) v = plus(v, LoadPairTail<kEO>(dc, dh_out + i, k));
@@ -193,7 +206,7 @@ HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRIC
 // weight + offset) and compute type C. pdw/pdb: this row block's partial
 // sums (started by its first row), or null when no parameter gradient is
 // wanted.
-template <bool kParams, class C, class TD, class TI, class TW>
+template <Partials kP, class C, class TD, class TI, class TW>
 void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream,
                      const TW* w, double offset) {
   const hn::ScalableTag<C> dc;
@@ -214,8 +227,9 @@ void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end
     const auto R = hn::Set(dc, rstd[row]);
     RowSums sums;
     for (std::size_t off = 0; off < D; off += kChunk)
-      PassAChunk<kParams, kEO>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
-                               kParams ? pdw + off : nullptr, kParams ? pdb + off : nullptr, row == begin, sums, next);
+      PassAChunk<kP, kEO>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
+                          kP != Partials::none ? pdw + off : nullptr,
+                          kP == Partials::dweight_dbias ? pdb + off : nullptr, row == begin, sums, next);
     const auto MG = hn::Set(dc, mean ? static_cast<C>(sums.g / Dd) : C{0});
     const auto MGX = hn::Set(dc, static_cast<C>(sums.gx / Dd));
     if (a.dh_out)
@@ -230,25 +244,27 @@ void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end
 
 // The weight arranged once per range where that saves a conversion per row
 // (arrange-inl.hpp), else read as stored.
-template <bool kParams, class C, class TD, class TI, class TW>
+template <Partials kP, class C, class TD, class TI, class TW>
 void BackwardRowsWithParams(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream) {
   const TW* w = static_cast<const TW*>(a.weight);
   if constexpr (kArrange<C, TI, TW>) {
     const ArrangedRows<C> g =
         ArrangeForRows<kEvenOdd<TI>>(hn::ScalableTag<C>(), end - begin, static_cast<std::size_t>(a.D), w,
                                      static_cast<const TW*>(nullptr), static_cast<C>(a.weight_offset));
-    if (g.w) return BackwardRowLoop<kParams, C, TD, TI>(a, begin, end, pdw, pdb, stream, g.w, 0.0);
+    if (g.w) return BackwardRowLoop<kP, C, TD, TI>(a, begin, end, pdw, pdb, stream, g.w, 0.0);
   }
-  BackwardRowLoop<kParams, C, TD, TI>(a, begin, end, pdw, pdb, stream, w, a.weight_offset);
+  BackwardRowLoop<kP, C, TD, TI>(a, begin, end, pdw, pdb, stream, w, a.weight_offset);
 }
 
 template <class C, class TD, class TI, class TW>
 void BackwardRowsWithPartials(const BackwardArgs& a, std::int64_t begin, std::int64_t end, void* pdw, void* pdb,
                               bool stream) {
-  if (pdw)
-    BackwardRowsWithParams<true, C, TD, TI, TW>(a, begin, end, static_cast<C*>(pdw), static_cast<C*>(pdb), stream);
-  else
-    BackwardRowsWithParams<false, C, TD, TI, TW>(a, begin, end, nullptr, nullptr, stream);
+  if (!pdw) return BackwardRowsWithParams<Partials::none, C, TD, TI, TW>(a, begin, end, nullptr, nullptr, stream);
+  if (!pdb)
+    return BackwardRowsWithParams<Partials::dweight, C, TD, TI, TW>(a, begin, end, static_cast<C*>(pdw), nullptr,
+                                                                     stream);
+  BackwardRowsWithParams<Partials::dweight_dbias, C, TD, TI, TW>(a, begin, end, static_cast<C*>(pdw),
+                                                                 static_cast<C*>(pdb), stream);
 }
 
 // The valid (xin, weight) dtypes for 16-bit dy: dy's own or f32.
@@ -265,7 +281,8 @@ void BackwardRowsOf16BitDy(const BackwardArgs& a, std::int64_t begin, std::int64
 
 }  // namespace
 
-// pdw, pdb: the partial-sum rows of the block [begin, end), or null.
+// pdw, pdb: the partial-sum rows of the block [begin, end); pdw null: no
+// partials; pdb null: no dbias partials.
 // stream: write dx with non-temporal stores (see backward_streams).
 void BackwardRows(const BackwardArgs& a, std::int64_t begin, std::int64_t end, void* pdw, void* pdb, bool stream) {
   switch (a.dy_dtype) {
@@ -521,8 +538,7 @@ void cpu_backward(const BackwardArgs& args) {
   // small call, a decode step above all, where reducing would copy both.
   if (pb.count == 1 && eo == 0 && stride == a.D && a.w_dtype == acc_dtype(a)) {
     void* pdw = a.dweight ? a.dweight : partials;
-    void* pdb = a.dbias ? a.dbias : partials + block_bytes / 2;
-    HWY_DYNAMIC_DISPATCH(BackwardRows)(a, 0, a.rows, pdw, pdb, stream);
+    HWY_DYNAMIC_DISPATCH(BackwardRows)(a, 0, a.rows, pdw, a.dbias, stream);
     return;
   }
 
@@ -530,7 +546,7 @@ void cpu_backward(const BackwardArgs& args) {
     const std::int64_t begin = block * pb.rows_per_block;
     const std::int64_t end = std::min(a.rows, begin + pb.rows_per_block);
     std::byte* pdw = partials + static_cast<std::size_t>(block) * block_bytes;
-    std::byte* pdb = pdw + block_bytes / 2;
+    std::byte* pdb = a.dbias ? pdw + block_bytes / 2 : nullptr;
     HWY_DYNAMIC_DISPATCH(BackwardRows)(a, begin, end, pdw, pdb, stream);
   });
 
