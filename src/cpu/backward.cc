@@ -204,7 +204,7 @@ HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRIC
 // Rows [begin, end) with storage types TD (dy), TI (xin, dh_out, dx), TW
 // (weight as read: the stored dtype, or Arranged, already holding
 // weight + offset) and compute type C. pdw/pdb: this row block's partial
-// sums (started by its first row), or null when no parameter gradient is
+// sums (started by its first row), or null when that gradient (kP) is not
 // wanted.
 template <Partials kP, class C, class TD, class TI, class TW>
 void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream,

@@ -186,12 +186,6 @@ double parse_seconds(const std::string& flag, const std::string& v) {
   return x;
 }
 
-DType parse_dtype(const std::string& s) {
-  if (s == "f32") return DType::f32;
-  if (s == "bf16") return DType::bf16;
-  if (s == "f16") return DType::f16;
-  throw std::invalid_argument("--dtypes: unknown dtype '" + s + "' (f32, bf16, f16)");
-}
 
 void apply_mode(Options& o, std::string_view mode) {
   if (mode == "--quick") {
@@ -269,7 +263,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--norms") norm_items = split(v);
     else if (a == "--dtypes") {
       o.dtypes.clear();
-      for (const std::string& s : split(v)) o.dtypes.push_back(parse_dtype(s));
+      for (const std::string& s : split(v)) o.dtypes.push_back(parse_dtype(a, s));
     } else if (a == "--threads") {
       o.threads.clear();
       for (std::int64_t n : parse_ints(a, v)) o.threads.push_back(static_cast<int>(n));
@@ -395,10 +389,8 @@ class Runner {
     const Impl& impl = *c.impl;
     const Op& op = *c.op;
     if (round == 0) {
-      auto param = impl.param_dtype(op, c.dt);
+      const std::optional<DType> param = cell_param_dtype(impl, op, c.dt, o_.f32_params);
       // A cell with no record is not timed in any round.
-      if (o_.f32_params && param && (c.dt == DType::bf16 || c.dt == DType::f16) && *param != DType::f32)
-        param = impl.f32_params ? std::optional<DType>(DType::f32) : std::nullopt;  // like against like
       if (!param) {
         --visits_;
         return;

@@ -122,6 +122,12 @@ const std::vector<Impl>& registry() {
 
 }  // namespace
 
+std::optional<DType> cell_param_dtype(const Impl& impl, const Op& op, DType act, bool f32_params) {
+  const std::optional<DType> param = impl.param_dtype(op, act);
+  if (!f32_params || !param || (act != DType::bf16 && act != DType::f16) || *param == DType::f32) return param;
+  return impl.f32_params ? std::optional<DType>(DType::f32) : std::nullopt;
+}
+
 std::span<const Impl> impls() { return registry(); }
 
 void set_threads(int n) {

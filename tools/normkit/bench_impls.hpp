@@ -38,6 +38,12 @@ struct Impl {
   Call (*prepare)(const Op& op, const Shape& s, std::span<const Tensors> sets);
 };
 
+// The parameter dtype of impl's cell for op with `act` activations: f32 with
+// 16-bit activations under --f32-params, or no value when impl has no such
+// op or dtype (with --f32-params, an implementation that cannot take f32
+// parameters is left out rather than timed like against unlike).
+std::optional<DType> cell_param_dtype(const Impl& impl, const Op& op, DType act, bool f32_params);
+
 // Every implementation this build has, normkit first.
 std::span<const Impl> impls();
 

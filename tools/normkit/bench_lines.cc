@@ -17,14 +17,15 @@
 // hardware prefetches are not simulated, replacement is exact LRU, and
 // valgrind has no AVX-512, so the AVX2 kernels run (the same passes over
 // the same bytes; the instruction counts are AVX2's).
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -52,12 +53,6 @@ const Op& op_named(const std::string& name) {
   for (const Op& op : kOps)
     if (op.name == name) return op;
   throw std::invalid_argument("--lines-call: unknown op '" + name + "'");
-}
-
-DType dtype_named(const std::string& s) {
-  for (DType d : {DType::f32, DType::bf16, DType::f16})
-    if (dtype_name(d) == s) return d;
-  throw std::invalid_argument("--lines-call: unknown dtype '" + s + "'");
 }
 
 // A cache level of CPU 0 as callgrind's SIZE,WAYS,LINE.
@@ -124,8 +119,8 @@ int bench_lines_call(int argc, char** argv) {
   if (argc != 6)
     throw std::invalid_argument("--lines-call takes OP DTYPE D ROWS PARAM_DTYPE in-place|separate (run by bench --lines)");
   const Op& op = op_named(argv[0]);
-  const Shape s{parse_int("ROWS", argv[3], 1), parse_int("D", argv[2], 1), dtype_named(argv[1]),
-                dtype_named(argv[4])};
+  const Shape s{parse_int("ROWS", argv[3], 1), parse_int("D", argv[2], 1), parse_dtype("DTYPE", argv[1]),
+                parse_dtype("PARAM_DTYPE", argv[4])};
   set_num_threads(1);
   Arena arena;
   std::vector<Tensors> sets = carve(arena, op, s, 2);
@@ -162,10 +157,9 @@ int bench_lines(const LinesOptions& o) {
   for (const Op* op : o.ops)
     for (DType act : o.dtypes)
       for (std::int64_t D : o.widths) {
-        const std::optional<DType> p = impls()[0].param_dtype(*op, act);
-        if (!p || (o.in_place && !has_in_place(*op))) continue;
-        const DType param = o.f32_params && act != DType::f32 ? DType::f32 : *p;
-        const Shape s{std::max<std::int64_t>(1, o.elements / D), D, act, param};
+        const std::optional<DType> param = cell_param_dtype(impls()[0], *op, act, o.f32_params);
+        if (!param || (o.in_place && !has_in_place(*op))) continue;
+        const Shape s{std::max<std::int64_t>(1, o.elements / D), D, act, *param};
         // The warm-up call on the first set must push the second set's
         // inputs (filled before it) out of the simulated L2.
         if (working_set_bytes(*op, s) < 2 * caches.l2)
@@ -180,7 +174,7 @@ int bench_lines(const LinesOptions& o) {
             " --toggle-collect=normkit_counted_call --callgrind-out-file=" + quoted(out.string()) + " " +
             quoted(self) + " bench --lines-call " + std::string(op->name) + " " +
             std::string(dtype_name(act)) + " " + std::to_string(D) + " " + std::to_string(s.rows) + " " +
-            std::string(dtype_name(param)) + (o.in_place ? " in-place" : " separate") + " >" + quoted(log.string()) + " 2>&1";
+            std::string(dtype_name(*param)) + (o.in_place ? " in-place" : " separate") + " >" + quoted(log.string()) + " 2>&1";
         if (std::system(cmd.c_str()) != 0) {
           std::ifstream f(log);
           std::stringstream text;

@@ -1,11 +1,13 @@
-// Number arguments of the normkit CLI: the whole argument must parse, and a
-// value out of range names the flag and what it expects.
+// Number and dtype arguments of the normkit CLI: the whole argument must
+// parse, and a value out of range names the flag and what it expects.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+
+#include "normkit/tensor.hpp"
 
 namespace normkit::cli {
 
@@ -33,6 +35,13 @@ inline double parse_number(const std::string& flag, const std::string& v, double
   if (used != v.size() || !std::isfinite(x) || x < min)
     throw std::invalid_argument(flag + " expects a number >= " + std::to_string(min) + ", got '" + v + "'");
   return x;
+}
+
+// The activation dtypes the CLI takes by name.
+inline DType parse_dtype(const std::string& flag, const std::string& s) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16})
+    if (dtype_name(d) == s) return d;
+  throw std::invalid_argument(flag + ": unknown dtype '" + s + "' (f32, bf16, f16)");
 }
 
 }  // namespace normkit::cli
