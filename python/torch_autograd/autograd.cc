@@ -9,6 +9,12 @@
 // entry point returns None and the caller takes the Python Function, which
 // accepts every layout and reports every error. Both call the same kernels
 // with the same arguments, so their outputs are bitwise identical.
+//
+// Outputs come from PyTorch's allocator, so these take only inputs smaller
+// than the binding's output cache serves: above that, a fresh large block
+// faults its pages in on every call (output_cache.hpp), which costs far more
+// than the Python Function's overhead, and the Function's outputs come from
+// the cache.
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -17,6 +23,7 @@
 #include <vector>
 
 #include "normkit/normkit.hpp"
+#include "output_cache.hpp"
 
 namespace {
 
@@ -43,6 +50,7 @@ bool plain_cpu(const Tensor& t) { return t.device().is_cpu() && t.layout() == at
 bool fast_input(const Tensor& x, at::IntArrayRef ns) {
   const auto nd = static_cast<std::int64_t>(ns.size());
   if (!plain_cpu(x) || !dtype_of(x) || nd == 0 || x.dim() < nd) return false;
+  if (static_cast<std::size_t>(x.numel()) * x.element_size() >= normkit_py::OutputCache::kMinBytes) return false;
   for (std::int64_t i = 0; i < nd; ++i)
     if (x.size(x.dim() - nd + i) != ns[static_cast<std::size_t>(i)] || ns[static_cast<std::size_t>(i)] <= 0) return false;
   return true;

@@ -116,6 +116,7 @@ def test_non_contiguous_gradient():
         "eps as a string",  # refused by the Python Function, with its message
         "negative eps",
         "weight of another width",
+        "input the output cache serves",
     ],
 )
 def test_calls_the_python_function_takes(case):
@@ -124,6 +125,11 @@ def test_calls_the_python_function_takes(case):
         xs = make((4, 128), torch.float32, 14)[:, :64]
         y = nkt.layer_norm(xs, 64)
         assert native_name(y) == "_LayerNormFnBackward"
+        return
+    if case == "input the output cache serves":  # 1 MiB and more: the Function's outputs come from the cache
+        y = nkt.rms_norm(make((64, 4096), torch.float32, 17), 4096)
+        assert native_name(y) == "_RMSNormFnBackward"
+        assert native_name(nkt.rms_norm(make((63, 4096), torch.float32, 17), 4096)) == "CppFunction"
         return
     if case == "eps as a string":
         with pytest.raises(TypeError, match="layer_norm: eps must be a float"):
