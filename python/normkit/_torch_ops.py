@@ -505,9 +505,8 @@ def _native(fn, input, normalized_shape, *args):
     (other devices and layouts, arguments it cannot convert, anything the
     library would refuse): the Python Function then takes the call and
     reports what is wrong."""
-    ns = (normalized_shape,) if type(normalized_shape) is int else normalized_shape
     try:
-        return fn(input, ns, *args)
+        return fn(input, _shape_list(normalized_shape), *args)
     except TypeError:
         return None
 

@@ -72,20 +72,18 @@ std::int64_t width(at::IntArrayRef ns) {
   return d;
 }
 
-normkit::ConstMatrix rows_of(const Tensor& t, std::int64_t d) {
-  return {t.data_ptr(), *dtype_of(t), t.numel() / d, d, d};
+// Views of contiguous tensors; a writable view reads too (Matrix and Vector
+// convert to their Const forms). An undefined or absent tensor is an absent
+// vector: a parameter not given, a gradient not wanted.
+normkit::Matrix rows_of(const Tensor& t, std::int64_t d) { return {t.data_ptr(), *dtype_of(t), t.numel() / d, d, d}; }
+normkit::Vector vec_of(const Tensor& t) {
+  return t.defined() ? normkit::Vector{t.data_ptr(), *dtype_of(t), t.numel()} : normkit::Vector{};
 }
-normkit::Matrix rows_of_out(Tensor& t, std::int64_t d) { return {t.data_ptr(), *dtype_of(t), t.numel() / d, d, d}; }
-normkit::ConstVector vec_of(const OptTensor& t) {
-  if (!t) return {};
-  return {t->data_ptr(), *dtype_of(*t), t->numel()};
-}
-normkit::Vector vec_out(Tensor& t) { return {t.data_ptr(), *dtype_of(t), t.numel()}; }
+normkit::Vector vec_of(const OptTensor& t) { return t ? vec_of(*t) : normkit::Vector{}; }
 
-// An empty Tensor for a parameter gradient that is not wanted; a new one
-// of p's shape and dtype otherwise.
-Tensor param_grad(const OptTensor& p, bool want) { return (p && want) ? at::empty_like(*p) : Tensor(); }
-normkit::Vector grad_view(Tensor& g) { return g.defined() ? vec_out(g) : normkit::Vector{}; }
+// A parameter's gradient when wanted (its parameter given and asked for);
+// else undefined, which the kernels take as not to be written.
+Tensor param_grad(const Tensor& p, bool want) { return want ? at::empty_like(p) : Tensor(); }
 
 // mean and rstd take the leading shape of x, as the Python route returns them.
 Tensor stats_like(const Tensor& x, at::IntArrayRef ns) {
@@ -116,7 +114,7 @@ struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
     Tensor y = at::empty_like(x);
     Tensor mean = stats_like(x, ns), rstd = stats_like(x, ns);
     without_gil([&] {
-      normkit::layer_norm(rows_of(x, d), vec_of(w), vec_of(b), eps, rows_of_out(y, d), vec_out(mean), vec_out(rstd));
+      normkit::layer_norm(rows_of(x, d), vec_of(w), vec_of(b), eps, rows_of(y, d), vec_of(mean), vec_of(rstd));
     });
     ctx->save_for_backward({x, w.value_or(Tensor()), b.value_or(Tensor()), mean, rstd});
     ctx->saved_data["d"] = d;
@@ -128,18 +126,16 @@ struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     refuse_double_backward();
     const auto saved = ctx->get_saved_variables();
-    const Tensor& x = saved[0];
-    const OptTensor w = saved[1].defined() ? OptTensor(saved[1]) : std::nullopt;
-    const OptTensor b = saved[2].defined() ? OptTensor(saved[2]) : std::nullopt;
+    const Tensor &x = saved[0], &w = saved[1], &b = saved[2];
     const std::int64_t d = ctx->saved_data["d"].toInt();
     const Tensor dy = grads[0].contiguous();
     Tensor dx = at::empty_like(x);
     // needs_input_grad counts the tensors given (x, then weight and bias
     // where present); the gradients returned follow forward's arguments.
-    Tensor dw = param_grad(w, w && ctx->needs_input_grad(1));
-    Tensor db = param_grad(b, b && ctx->needs_input_grad(w ? 2 : 1));
+    Tensor dw = param_grad(w, w.defined() && ctx->needs_input_grad(1));
+    Tensor db = param_grad(b, b.defined() && ctx->needs_input_grad(w.defined() ? 2 : 1));
     normkit::layer_norm_backward(rows_of(dy, d), rows_of(x, d), vec_of(saved[3]), vec_of(saved[4]), vec_of(w),
-                                 rows_of_out(dx, d), grad_view(dw), grad_view(db));
+                                 rows_of(dx, d), vec_of(dw), vec_of(db));
     return {ctx->needs_input_grad(0) ? dx : Tensor(), Tensor(), dw, db, Tensor(), Tensor()};
   }
 };
@@ -150,7 +146,7 @@ struct RMSNormFn : torch::autograd::Function<RMSNormFn> {
     const std::int64_t d = width(ns);
     Tensor y = at::empty_like(x);
     Tensor rstd = stats_like(x, ns);
-    without_gil([&] { normkit::rms_norm(rows_of(x, d), vec_of(w), eps, rows_of_out(y, d), vec_out(rstd), weight_offset); });
+    without_gil([&] { normkit::rms_norm(rows_of(x, d), vec_of(w), eps, rows_of(y, d), vec_of(rstd), weight_offset); });
     ctx->save_for_backward({x, w.value_or(Tensor()), rstd});
     ctx->saved_data["d"] = d;
     ctx->saved_data["weight_offset"] = weight_offset;
@@ -162,15 +158,14 @@ struct RMSNormFn : torch::autograd::Function<RMSNormFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     refuse_double_backward();
     const auto saved = ctx->get_saved_variables();
-    const Tensor& x = saved[0];
-    const OptTensor w = saved[1].defined() ? OptTensor(saved[1]) : std::nullopt;
+    const Tensor &x = saved[0], &w = saved[1];
     const std::int64_t d = ctx->saved_data["d"].toInt();
     const double offset = ctx->saved_data["weight_offset"].toDouble();
     const Tensor dy = grads[0].contiguous();
     Tensor dx = at::empty_like(x);
-    Tensor dw = param_grad(w, w && ctx->needs_input_grad(1));
-    normkit::rms_norm_backward(rows_of(dy, d), rows_of(x, d), vec_of(saved[2]), vec_of(w), rows_of_out(dx, d),
-                               grad_view(dw), offset);
+    Tensor dw = param_grad(w, w.defined() && ctx->needs_input_grad(1));
+    normkit::rms_norm_backward(rows_of(dy, d), rows_of(x, d), vec_of(saved[2]), vec_of(w), rows_of(dx, d),
+                               vec_of(dw), offset);
     return {ctx->needs_input_grad(0) ? dx : Tensor(), Tensor(), dw, Tensor(), Tensor(), Tensor()};
   }
 };

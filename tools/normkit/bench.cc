@@ -186,7 +186,6 @@ double parse_seconds(const std::string& flag, const std::string& v) {
   return x;
 }
 
-
 void apply_mode(Options& o, std::string_view mode) {
   if (mode == "--quick") {
     o.widths = {768, 4096, 16384};
