@@ -20,8 +20,9 @@
 //   ForwardRows            x's dtype (and so the compute type)
 //   ForwardRowsOf16BitX    the residual's and the parameters' dtypes of 16-bit x
 //   ForwardRowsWithParams  parameters arranged once for the range, or read as stored
-//   ForwardRowLoop         the rows, plain or fused
-//   StatsOfRow / FusedStatsOfRow, NormalizeRow, OutputRow   one row
+//   ForwardRowLoop         the rows, plain or fused; short 16-bit plain rows
+//                          pipelined (PlainRowsPipelined)
+//   StatsOfRow / FusedStatsOfRow, PrepareRow, WriteRow (OutputRow)   one row
 // Shapes: x, residual, h, y: (rows, D); weight, bias: (D); mean, rstd: (rows).
 //
 // Re-inclusion guard that toggles once per target (the Highway convention).
@@ -125,7 +126,7 @@ HWY_INLINE ChunkSums SumLoop(DC dc, std::size_t n, NextRows& next, const Whole& 
 }
 
 // Pass 1 over one chunk of the stored row p: Σx'² and (kWithSum) Σx', with
-// x' = x·scale when kScaled (the rescue of NormalizeRow), else x' = x. kEO
+// x' = x·scale when kScaled (the rescue of PrepareRow), else x' = x. kEO
 // selects the even/odd layout, used for bf16 rows.
 template <bool kWithSum, bool kScaled, bool kEO, class DC, class T>
 HWY_INLINE ChunkSums SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
@@ -318,7 +319,7 @@ struct OutputOpts {
   NextRows next;
 };
 
-// How the output pass forms x̂ from x.
+// How the output pass forms x̂ from x (PrepareRow decides).
 // OutputRow's kAffine selects between them.
 struct XhatForm {
   // Affine (ordinary rows): x̂ = x·R + c with c = −mean·R, one FMA. For a
@@ -326,11 +327,12 @@ struct XhatForm {
   // rounding is a small absolute error in x̂, well inside the bound. RMSNorm:
   // c = 0, x̂ = x·R.
   // Otherwise x̂ = ((x·S − M) − M_lo)·R: a rescued row (S ≠ 1, see
-  // NormalizeRow) or a LayerNorm row with a large mean. The mean is
+  // PrepareRow) or a LayerNorm row with a large mean. The mean is
   // subtracted in two pieces, M + M_lo = mean to twice the compute precision:
   // x − M is exact for x near the mean, so rows like 1e4 + noise keep their
   // digits.
   double s = 1, m = 0, m_lo = 0, r = 1, c = 0;
+  bool affine = true;
 };
 
 // y = x̂·(w + off) + b, row re-read from cache (RMSNorm: no bias). Pairs in
@@ -397,13 +399,12 @@ constexpr double kTinyVariance =
     static_cast<double>(std::numeric_limits<C>::min()) * 0x1p24 * 0x1p24 *
     (std::is_same_v<C, double> ? 0x1p29 * 0x1p29 : 1.0);
 
-// Finishes one row whose statistics `st` were taken from the stored row `p`
-// (x, or h in the fused op): rescue if needed, write mean/rstd, write y from
-// `src`, the same row as the output pass reads it (p itself, or SumRow).
-template <NormKind K, class DC, class TI, class Src, class TY, class TW>
-HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, Src src, RowStats st, TY* y, const TW* w, const TW* b,
-                             std::size_t D, double eps, double offset, hn::TFromD<DC>* mean_out,
-                             hn::TFromD<DC>* rstd_out, OutputOpts& opts) {
+// The scalar step of one row whose statistics `st` were taken from the
+// stored row `p` (x, or h in the fused op): rescue if needed, write
+// mean/rstd, and return how the output pass forms x̂.
+template <NormKind K, class DC, class TI>
+HWY_INLINE XhatForm PrepareRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, std::size_t D, double eps,
+                               hn::TFromD<DC>* mean_out, hn::TFromD<DC>* rstd_out) {
   using C = hn::TFromD<DC>;
   const double Dd = static_cast<double>(D);
   double scale = 1.0;
@@ -453,16 +454,72 @@ HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, Src src, RowStats 
   if (rstd_out) *rstd_out = scale == 1.0 ? r : static_cast<C>(rstd_true);
   XhatForm f;
   f.r = static_cast<double>(r);
-  if (scale == 1.0 && !st.centred) {
+  f.affine = scale == 1.0 && !st.centred;
+  if (f.affine) {
     if constexpr (K == NormKind::layer_norm) f.c = -mean_s * f.r;
-    OutputRow<K, true>(dc, src, y, w, b, D, f, static_cast<C>(offset), opts);
   } else {
     f.s = scale;
     if constexpr (K == NormKind::layer_norm) {
       f.m = static_cast<double>(m);
       f.m_lo = static_cast<double>(m_lo);
     }
-    OutputRow<K, false>(dc, src, y, w, b, D, f, static_cast<C>(offset), opts);
+  }
+  return f;
+}
+
+// The output pass of a prepared row: y from `src`, the row as the output
+// pass reads it (the stored row itself, or SumRow).
+template <NormKind K, class DC, class Src, class TY, class TW>
+HWY_INLINE void WriteRow(DC dc, Src src, TY* y, const TW* w, const TW* b, std::size_t D, const XhatForm& f,
+                         double offset, OutputOpts& opts) {
+  using C = hn::TFromD<DC>;
+  if (f.affine) OutputRow<K, true>(dc, src, y, w, b, D, f, static_cast<C>(offset), opts);
+  else OutputRow<K, false>(dc, src, y, w, b, D, f, static_cast<C>(offset), opts);
+}
+
+// Finishes one row: PrepareRow, then WriteRow.
+template <NormKind K, class DC, class TI, class Src, class TY, class TW>
+HWY_INLINE void NormalizeRow(DC dc, const TI* HWY_RESTRICT p, Src src, RowStats st, TY* y, const TW* w, const TW* b,
+                             std::size_t D, double eps, double offset, hn::TFromD<DC>* mean_out,
+                             hn::TFromD<DC>* rstd_out, OutputOpts& opts) {
+  WriteRow<K>(dc, src, y, w, b, D, PrepareRow<K>(dc, p, st, D, eps, mean_out, rstd_out), offset, opts);
+}
+
+// Plain rows [begin, end), software-pipelined: the statistics pass of row
+// r + 1 runs between the scalar step of row r (its sums to rstd: a
+// horizontal reduction, divides and a square root in one dependency chain)
+// and the output pass of row r, so the vector units have independent work
+// while that chain resolves. Every row's arithmetic is the in-order loop's,
+// so the bits are the same. It pays only where the chain is a large part of
+// a row and the loop's working set (two rows of x, one of y, the parameters
+// as read) stays in L1d, so that row r is still there for its output pass:
+// kPipelinedRowsBytes. f32 rows gained nothing and 16-bit rows beyond that
+// working set lost (docs/kernels.md, "Pipelined rows").
+inline constexpr std::size_t kPipelinedRowsBytes = 24 * 1024;
+template <NormKind K, class TX, class TP>
+constexpr bool PipelinesRows(std::size_t D) {
+  const std::size_t params = (K == NormKind::layer_norm ? 2 : 1) * sizeof(TP);
+  return sizeof(TX) == 2 && D * (3 * sizeof(TX) + params) <= kPipelinedRowsBytes;
+}
+template <NormKind K, class C, class TX, class TP>
+void PlainRowsPipelined(const ForwardArgs& a, std::int64_t begin, std::int64_t end, const TP* w, const TP* b,
+                        double offset, OutputOpts& opts) {
+  const hn::ScalableTag<C> dc;
+  const std::size_t D = static_cast<std::size_t>(a.D);
+  C* mean = static_cast<C*>(a.mean);
+  C* rstd = static_cast<C*>(a.rstd);
+  const TX* x = RowPtr<TX>(a.x, a.x_stride, begin);
+  opts.next.aim<sizeof(TX), 0>(x, a.x_stride, nullptr, 0, end - begin - 1, D);
+  RowStats st = StatsOfRow<K, false>(dc, x, D, C{1}, opts.next);
+  for (std::int64_t row = begin; row < end; ++row) {
+    const XhatForm f = PrepareRow<K>(dc, x, st, D, a.eps, mean ? mean + row : nullptr, rstd ? rstd + row : nullptr);
+    const TX* this_x = x;
+    if (row + 1 < end) {
+      x = RowPtr<TX>(a.x, a.x_stride, row + 1);
+      opts.next.aim<sizeof(TX), 0>(x, a.x_stride, nullptr, 0, end - row - 2, D);
+      st = StatsOfRow<K, false>(dc, x, D, C{1}, opts.next);
+    }
+    WriteRow<K>(dc, this_x, RowPtr<TX>(a.y, a.y_stride, row), w, b, D, f, offset, opts);
   }
 }
 
@@ -477,6 +534,11 @@ void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, 
   C* rstd = static_cast<C*>(a.rstd);
   OutputOpts opts;
   opts.stream = stream.y;
+  if (!a.residual && end - begin > 1 && PipelinesRows<K, TX, TP>(D)) {  // one row: nothing to overlap
+    PlainRowsPipelined<K, C, TX>(a, begin, end, w, b, offset, opts);
+    if (stream.y) hwy::FlushStream();  // order the non-temporal stores before the join
+    return;
+  }
   for (std::int64_t row = begin; row < end; ++row) {
     const TX* x = RowPtr<TX>(a.x, a.x_stride, row);
     TX* y = RowPtr<TX>(a.y, a.y_stride, row);

@@ -828,6 +828,44 @@ TEST_P(Kernels, SingleBlockGradientsMatchTheReduction) {
   }
 }
 
+// Each row of a plain forward is bit for bit what a call on that row alone
+// gives, on every target: short 16-bit rows take the next row's statistics
+// before this row's output pass (PlainRowsPipelined), and a one-row call
+// neither pipelines nor arranges the parameters. A row with a large mean
+// (the centred pass) is among them; in place and not.
+TEST_P(Kernels, EachRowAsIfAlone) {
+  std::mt19937_64 rng(13);
+  const std::vector<Case> cases = {{NormKind::layer_norm, DType::f16, DType::f16, Affine::both},
+                                   {NormKind::layer_norm, DType::bf16, DType::f32, Affine::both},
+                                   {NormKind::rms_norm, DType::bf16, DType::bf16, Affine::offset},
+                                   {NormKind::rms_norm, DType::f16, DType::f32, Affine::weight},
+                                   {NormKind::layer_norm, DType::f32, DType::f32, Affine::both}};
+  const auto bits = [](double v) { return std::bit_cast<std::uint64_t>(v); };
+  for (const Case& c : cases) {
+    for (std::int64_t D : {std::int64_t{37}, std::int64_t{768}, std::int64_t{2048}}) {
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(name_of(c) + " D=" + std::to_string(D) + (in_place ? " in-place" : ""));
+        const std::int64_t rows = 9;
+        Array x(c.x, rows, D);
+        fill_normal(x, rng, 0.5, 2.0);
+        for (std::int64_t j = 0; j < D; ++j) x.set(2, j, 1000.0 + x.get(2, j));
+        const Params p = make_params(c, D, rng);
+        Array xs = x;
+        const ForwardRun all = run_forward(c, std::nullopt, xs, nullptr, p, 1e-5, in_place);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          Array one(c.x, 1, D);
+          for (std::int64_t j = 0; j < D; ++j) one.set(0, j, x.get(r, j));
+          const ForwardRun alone = run_forward(c, std::nullopt, one, nullptr, p, 1e-5, in_place);
+          ASSERT_EQ(bits(all.rstd.get(0, r)), bits(alone.rstd.get(0, 0))) << "rstd of row " << r;
+          ASSERT_EQ(bits(all.mean.get(0, r)), bits(alone.mean.get(0, 0))) << "mean of row " << r;
+          for (std::int64_t j = 0; j < D; ++j)
+            ASSERT_EQ(bits(all.y.get(r, j)), bits(alone.y.get(0, j))) << "row " << r << ", column " << j;
+        }
+      }
+    }
+  }
+}
+
 // Every output, including dweight/dbias, is bitwise identical for 1, 2 and
 // 7 threads, on every target.
 TEST_P(Kernels, BitwiseAcrossThreadCounts) {
