@@ -76,8 +76,9 @@ HWY_NOINLINE void ArrangeParams(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_R
   };
   for (std::size_t i = 0; i < D; i += P) {
     const Pair<DC> wv = load(w, i);
-    hn::StoreU(hn::Add(wv.a, Off), dc, &gw[i].v);
-    hn::StoreU(hn::Add(wv.b, Off), dc, &gw[i + N].v);
+    // As the output pass forms w + off (WriteRow): w itself when off is 0.
+    hn::StoreU(off == 0 ? wv.a : hn::Add(wv.a, Off), dc, &gw[i].v);
+    hn::StoreU(off == 0 ? wv.b : hn::Add(wv.b, Off), dc, &gw[i + N].v);
     if (b) {
       const Pair<DC> bv = load(b, i);
       hn::StoreU(bv.a, dc, &gb[i].v);

@@ -336,9 +336,9 @@ struct XhatForm {
 };
 
 // y = x̂·(w + off) + b, row re-read from cache (RMSNorm: no bias). Pairs in
-// the layout of y's dtype (even/odd for bf16). TW may be Arranged: then w
-// already holds w + off.
-template <NormKind K, bool kAffine, class DC, class Src, class TY, class TW>
+// the layout of y's dtype (even/odd for bf16). kAddOffset false: w already
+// holds w + off (an Arranged row, or off = 0, see WriteRow).
+template <NormKind K, bool kAffine, bool kAddOffset, class DC, class Src, class TY, class TW>
 HWY_INLINE void OutputRow(DC dc, Src x, TY* y, const TW* HWY_RESTRICT w,
                           const TW* HWY_RESTRICT b, std::size_t D, const XhatForm& f, hn::TFromD<DC> off,
                           OutputOpts& opts) {
@@ -353,7 +353,7 @@ HWY_INLINE void OutputRow(DC dc, Src x, TY* y, const TW* HWY_RESTRICT w,
     const auto xhat = !kAffine                    ? hn::Mul(hn::Sub(hn::MulSub(xv, S, M), Mlo), R)
                       : K == NormKind::layer_norm ? hn::MulAdd(xv, R, Cv)
                                              : hn::Mul(xv, R);
-    const auto g = kIsArranged<TW> ? wv : hn::Add(wv, Off);
+    const auto g = kAddOffset ? hn::Add(wv, Off) : wv;
     if constexpr (K == NormKind::layer_norm) return hn::MulAdd(xhat, g, bv);
     else return hn::Mul(xhat, g);
   };
@@ -469,12 +469,24 @@ HWY_INLINE XhatForm PrepareRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, std
 
 // The output pass of a prepared row: y from `src`, the row as the output
 // pass reads it (the stored row itself, or SumRow).
+// The offset is added only where it is not 0 (Arranged rows hold it
+// already): w + 0 is w, bar the sign of a zero weight, which ArrangeParams
+// keeps alike, and in an unarranged output pass that add competes with the
+// conversions for the vector ports.
 template <NormKind K, class DC, class Src, class TY, class TW>
 HWY_INLINE void WriteRow(DC dc, Src src, TY* y, const TW* w, const TW* b, std::size_t D, const XhatForm& f,
                          double offset, OutputOpts& opts) {
   using C = hn::TFromD<DC>;
-  if (f.affine) OutputRow<K, true>(dc, src, y, w, b, D, f, static_cast<C>(offset), opts);
-  else OutputRow<K, false>(dc, src, y, w, b, D, f, static_cast<C>(offset), opts);
+  const C off = static_cast<C>(offset);
+  if constexpr (!kIsArranged<TW>) {
+    if (off != C{0}) {
+      if (f.affine) OutputRow<K, true, true>(dc, src, y, w, b, D, f, off, opts);
+      else OutputRow<K, false, true>(dc, src, y, w, b, D, f, off, opts);
+      return;
+    }
+  }
+  if (f.affine) OutputRow<K, true, false>(dc, src, y, w, b, D, f, off, opts);
+  else OutputRow<K, false, false>(dc, src, y, w, b, D, f, off, opts);
 }
 
 // Finishes one row: PrepareRow, then WriteRow.
