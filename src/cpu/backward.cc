@@ -110,7 +110,7 @@ struct XhatMap {
 // first row of a block (`first`) starts them: it adds to zero instead of to
 // what pdw and pdb hold, so they need no clearing (+0 as the start keeps
 // the sign of zero sums as before).
-template <Partials kP, bool kEO, class DC, class TD, class TI, class TW>
+template <Partials kP, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
 HWY_INLINE void PassAChunk(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
                            std::size_t n, const XhatMap<DC>& xhat_of, hn::Vec<DC> Off, hn::TFromD<DC>* HWY_RESTRICT pdw,
                            hn::TFromD<DC>* HWY_RESTRICT pdb, bool first, RowSums& sums, NextRows& next) {
@@ -119,7 +119,7 @@ HWY_INLINE void PassAChunk(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTR
   auto g0 = hn::Zero(dc), g1 = hn::Zero(dc), gx0 = hn::Zero(dc), gx1 = hn::Zero(dc);
   // One vector of the pair; its partials are at element j of the rows.
   auto half = [&](auto dyv, auto xhat, auto wv, std::size_t j, auto& gacc, auto& gxacc) HWY_ATTR NORMKIT_ALWAYS_INLINE {
-    const auto g = hn::Mul(kIsArranged<TW> ? wv : hn::Add(wv, Off), dyv);
+    const auto g = hn::Mul(kAddOffset ? hn::Add(wv, Off) : wv, dyv);
     gacc = hn::Add(gacc, g);
     gxacc = hn::MulAdd(g, xhat, gxacc);
     // Unaligned: pdw and pdb may be the caller's dweight and dbias.
@@ -157,13 +157,13 @@ HWY_INLINE void PassAChunk(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTR
 // Pass B: dx = (g − MG − x̂·MGX)·R + dh_out. dx may be dy or dh_out itself
 // (in-place): every pair is loaded before the same one is stored. `stream`:
 // non-temporal stores; `next`: the next row's dy and x, fetched meanwhile.
-template <bool kDhOut, bool kEO, class DC, class TD, class TI, class TW>
+template <bool kDhOut, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
 HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w, const TI* dh_out, TI* dx,
                          std::size_t D, const XhatMap<DC>& xhat_of, hn::Vec<DC> R, hn::Vec<DC> Off, hn::Vec<DC> MG,
                          hn::Vec<DC> MGX, bool stream, NextRows& next) {
   const std::size_t P = 2 * hn::Lanes(dc);
   auto half = [&](auto dyv, auto xv, auto wv) HWY_ATTR NORMKIT_ALWAYS_INLINE {
-    const auto g = hn::Mul(kIsArranged<TW> ? wv : hn::Add(wv, Off), dyv);
+    const auto g = hn::Mul(kAddOffset ? hn::Add(wv, Off) : wv, dyv);
     return hn::Mul(hn::NegMulAdd(xhat_of(xv), MGX, hn::Sub(g, MG)), R);
   };
   auto pair = [&](Pair<DC> dyv, Pair<DC> xv, Pair<DC> wv) HWY_ATTR NORMKIT_ALWAYS_INLINE {
@@ -205,8 +205,9 @@ HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRIC
 // (weight as read: the stored dtype, or Arranged, already holding
 // weight + offset) and compute type C. pdw/pdb: this row block's partial
 // sums (started by its first row), or null when that gradient (kP) is not
-// wanted.
-template <Partials kP, class C, class TD, class TI, class TW>
+// wanted. kAddOffset false: w already holds weight + offset (Arranged, or an
+// offset of 0; the forward's WriteRow follows the same rule).
+template <Partials kP, bool kAddOffset, class C, class TD, class TI, class TW>
 void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream,
                      const TW* w, double offset) {
   const hn::ScalableTag<C> dc;
@@ -227,16 +228,16 @@ void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end
     const auto R = hn::Set(dc, rstd[row]);
     RowSums sums;
     for (std::size_t off = 0; off < D; off += kChunk)
-      PassAChunk<kP, kEO>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
+      PassAChunk<kP, kEO, kAddOffset>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
                           kP != Partials::none ? pdw + off : nullptr,
                           kP == Partials::dweight_dbias ? pdb + off : nullptr, row == begin, sums, next);
     const auto MG = hn::Set(dc, mean ? static_cast<C>(sums.g / Dd) : C{0});
     const auto MGX = hn::Set(dc, static_cast<C>(sums.gx / Dd));
     if (a.dh_out)
-      PassBRow<true, kEO>(dc, dy, x, w, RowPtr<TI>(a.dh_out, a.dh_out_stride, row), dx, D, xhat_of, R, Off, MG, MGX,
+      PassBRow<true, kEO, kAddOffset>(dc, dy, x, w, RowPtr<TI>(a.dh_out, a.dh_out_stride, row), dx, D, xhat_of, R, Off, MG, MGX,
                           stream, next);
     else
-      PassBRow<false, kEO>(dc, dy, x, w, static_cast<const TI*>(nullptr), dx, D, xhat_of, R, Off, MG, MGX, stream,
+      PassBRow<false, kEO, kAddOffset>(dc, dy, x, w, static_cast<const TI*>(nullptr), dx, D, xhat_of, R, Off, MG, MGX, stream,
                            next);
   }
   if (stream) hwy::FlushStream();  // order the non-temporal stores before the join
@@ -251,9 +252,11 @@ void BackwardRowsWithParams(const BackwardArgs& a, std::int64_t begin, std::int6
     const ArrangedRows<C> g =
         ArrangeForRows<kEvenOdd<TI>>(hn::ScalableTag<C>(), end - begin, static_cast<std::size_t>(a.D), w,
                                      static_cast<const TW*>(nullptr), static_cast<C>(a.weight_offset));
-    if (g.w) return BackwardRowLoop<kP, C, TD, TI>(a, begin, end, pdw, pdb, stream, g.w, 0.0);
+    if (g.w) return BackwardRowLoop<kP, false, C, TD, TI>(a, begin, end, pdw, pdb, stream, g.w, 0.0);
   }
-  BackwardRowLoop<kP, C, TD, TI>(a, begin, end, pdw, pdb, stream, w, a.weight_offset);
+  if (static_cast<C>(a.weight_offset) != C{0})
+    return BackwardRowLoop<kP, true, C, TD, TI>(a, begin, end, pdw, pdb, stream, w, a.weight_offset);
+  BackwardRowLoop<kP, false, C, TD, TI>(a, begin, end, pdw, pdb, stream, w, 0.0);
 }
 
 template <class C, class TD, class TI, class TW>
