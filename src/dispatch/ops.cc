@@ -3,6 +3,7 @@
 // knows both the public views and the kernel interface.
 #include "normkit/ops.hpp"
 
+#include "cpu/introspect.hpp"
 #include "cpu/kernels.hpp"
 #include "dispatch/backend.hpp"
 #include "dispatch/observer.hpp"
@@ -14,6 +15,8 @@
 namespace normkit {
 
 const char* version() noexcept { return NORMKIT_VERSION_STRING; }
+
+const char* cpu_simd_target() noexcept { return detail::active_cpu_target(); }
 
 namespace {
 

@@ -24,6 +24,7 @@
 #include "cpu/introspect.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/scratch.hpp"
+#include "normkit/version.hpp"
 #include "tolerance.hpp"
 
 namespace normkit::test {
@@ -186,6 +187,7 @@ bool swept(const Case& c) { return c.affine != Affine::weight || c.op == NormKin
 
 TEST_P(Kernels, ForwardEveryDtypeAndWidth) {
   ASSERT_STREQ(detail::active_cpu_target(), detail::cpu_target_name(GetParam()));
+  ASSERT_STREQ(cpu_simd_target(), detail::cpu_target_name(GetParam()));  // follows a forced target
   std::mt19937_64 rng(1);
   for (const Case& c : all_cases()) {
     if (!swept(c)) continue;
@@ -985,8 +987,9 @@ TEST(KernelTargets, BestTargetOfThisCpuIsCompiledIn) {
   EXPECT_NE(std::find(names.begin(), names.end(), "SSE4"), names.end());
 #endif
 #endif
-  // Without forcing, dispatch picks the best.
+  // Without forcing, dispatch picks the best, and the public query says so.
   EXPECT_STREQ(detail::active_cpu_target(), names.front().c_str());
+  EXPECT_STREQ(cpu_simd_target(), names.front().c_str());
 }
 
 // Small calls run on the calling thread: an OpenMP fork/join costs more

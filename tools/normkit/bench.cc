@@ -27,6 +27,7 @@
 #include "measure/machine.hpp"
 #include "measure/traffic.hpp"
 #include "bench_report.hpp"
+#include "normkit/version.hpp"
 #include "measure/timing.hpp"
 #include "commands.hpp"
 
@@ -570,6 +571,7 @@ int bench_main(int argc, char** argv) {
   runner.run_all();
   info.load_after = load_average();
   info.cpu = cpu_model();
+  info.simd = normkit::cpu_simd_target();
   info.caches = caches_line(runner.caches());
 #ifdef NORMKIT_BENCH_ONEDNN
   info.onednn = std::string(onednn_version());

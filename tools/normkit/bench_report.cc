@@ -165,7 +165,7 @@ void target_line(std::FILE* out, const char* what, const Worst& w, double need, 
 }  // namespace
 
 void print_tables(std::FILE* out, const std::vector<Record>& rs, const RunInfo& info) {
-  std::fprintf(out, "normkit bench — %s\n", info.cpu.c_str());
+  std::fprintf(out, "normkit bench — %s; kernels: %s\n", info.cpu.c_str(), info.simd.c_str());
   std::fprintf(out, "caches: %s; oneDNN: %s\n", info.caches.c_str(), info.onednn.c_str());
   std::fprintf(out,
                "load average (1, 5, 15 min) at start: %s; at end: %s (the bench adds about its "
@@ -209,8 +209,8 @@ void print_tables(std::FILE* out, const std::vector<Record>& rs, const RunInfo& 
 }
 
 void print_summary(std::FILE* out, const std::vector<Record>& rs, const RunInfo& info) {
-  std::fprintf(out, "normkit bench%s — %s; oneDNN: %s\n", info.quick ? " --quick" : "", info.cpu.c_str(),
-               info.onednn.c_str());
+  std::fprintf(out, "normkit bench%s — %s; kernels: %s; oneDNN: %s\n", info.quick ? " --quick" : "",
+               info.cpu.c_str(), info.simd.c_str(), info.onednn.c_str());
   const auto normkit_in = [&](std::string_view c) {
     return std::any_of(rs.begin(), rs.end(), [&](const Record& r) { return r.impl == "normkit" && r.size_class == c; });
   };

@@ -40,6 +40,7 @@ struct Record {
 
 struct RunInfo {
   std::string cpu;           // model name
+  std::string simd;          // the SIMD target the kernels run (normkit::cpu_simd_target)
   std::string caches;        // "L1d 48 KiB, L2 2048 KiB, L3 491520 KiB (sysfs, CPU 0)"
   std::string onednn;        // version, or "not built"
   std::string load_before, load_after;  // /proc/loadavg at the start and the end
