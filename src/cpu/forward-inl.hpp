@@ -107,9 +107,13 @@ struct SumAcc {
 // run this loop, so the fused op's sums of h associate exactly as the plain
 // op's sums of the same h.
 template <bool kWithSum, std::size_t S0, std::size_t S1, class DC, class Whole, class Part>
-HWY_INLINE ChunkSums SumLoop(DC dc, std::size_t n, NextRows& next, const Whole& whole, const Part& part) {
+HWY_INLINE ChunkSums SumLoop(DC dc, std::size_t n, NextRows& next_rows, const Whole& whole, const Part& part) {
   const std::size_t P = 2 * hn::Lanes(dc);
   SumAcc<kWithSum, DC> acc(dc);
+  // A local copy of the cursors, which the compiler keeps in registers:
+  // through the reference each step loaded and stored them (docs/kernels.md,
+  // "The statistics pass's prefetch cursors in registers").
+  NextRows next = next_rows;
   std::size_t i = 0;
   for (; i + 2 * P <= n; i += 2 * P) {
     next.advance<S0, S1>(2 * P);
@@ -117,6 +121,7 @@ HWY_INLINE ChunkSums SumLoop(DC dc, std::size_t n, NextRows& next, const Whole& 
     acc.second(whole(i + P));
   }
   next.advance<S0, S1>(n - i);
+  next_rows = next;
   if (i + P <= n) {
     acc.first(whole(i));
     i += P;
