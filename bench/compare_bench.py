@@ -10,7 +10,9 @@ A cell is one (op, dtype, D, threads, size class). Two measures per cell:
   * time: new median time / old median time (> 1: slower).
 A cell counts as slower when it lost more points than --spread (default 5:
 docs/benchmarks.md reads a single cell as ±5 points). Prints the counts, the
-median change, and every slower cell.
+median change, and every slower cell. Runs whose records name different
+SIMD targets (the "simd" field) ran different kernels: the script says so
+first, since such a comparison is one of two CPUs, not of two commits.
 """
 
 import argparse
@@ -20,10 +22,15 @@ import statistics
 
 
 def load(path):
+    """The run's normkit cells, and its SIMD target ("" for a run that predates the field)."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
-        return {(r["op"], r["dtype"], r["D"], r["threads"], r["size_class"]): r
-                for r in json.load(f) if r["impl"] == "normkit"}
+        records = [r for r in json.load(f) if r["impl"] == "normkit"]
+    targets = {r.get("simd", "") for r in records}
+    if len(targets) > 1:
+        raise SystemExit(f"compare_bench: {path} mixes SIMD targets {sorted(targets)}")
+    cells = {(r["op"], r["dtype"], r["D"], r["threads"], r["size_class"]): r for r in records}
+    return cells, targets.pop() if targets else ""
 
 
 def main():
@@ -32,7 +39,12 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--spread", type=float, default=5.0, help="points of the ceiling a cell may lose [5]")
     args = ap.parse_args()
-    old, new = load(args.old), load(args.new)
+    (old, old_simd), (new, new_simd) = load(args.old), load(args.new)
+    if old_simd and new_simd and old_simd != new_simd:
+        print(f"different kernels: the old run ran {old_simd}, the new one {new_simd}; "
+              "the times below compare the two CPUs as much as the two commits")
+    elif not (old_simd and new_simd):
+        print(f"SIMD target: {old_simd or 'not recorded'} -> {new_simd or 'not recorded'}")
     common = sorted(set(old) & set(new))
     only_new = sorted(set(new) - set(old))
     if not common:

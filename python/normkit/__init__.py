@@ -43,6 +43,7 @@ __all__ = [
     "get_num_threads",
     "cuda_device_count",
     "library_version",
+    "cpu_simd_target",
     "set_output_cache_limit",
     "empty_output_cache",
     "output_cache_info",
@@ -147,6 +148,22 @@ def library_version() -> str:
         ``"MAJOR.MINOR.PATCH"``.
     """
     return _normkit.version()
+
+
+def cpu_simd_target() -> str:
+    """The SIMD target the CPU kernels run on this machine.
+
+    The library holds its kernels for several instruction sets and picks the
+    best this CPU supports when first called; timings taken on two machines
+    compare the kernels only when this names the same target on both.
+
+    Returns
+    -------
+    str
+        Google Highway's name of the target, e.g. ``"AVX3_ZEN4"`` (AVX-512
+        on AMD Zen 4) or ``"AVX2"``.
+    """
+    return _normkit.cpu_simd_target()
 
 
 __version__: str = library_version()

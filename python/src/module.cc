@@ -44,6 +44,7 @@ NB_MODULE(_normkit, m) {
   });
 
   m.def("version", &normkit::version, "The version of the linked normkit library.");
+  m.def("cpu_simd_target", &normkit::cpu_simd_target, "The SIMD target the CPU kernels run.");
   m.def("set_num_threads", &normkit::set_num_threads, "n"_a);
   m.def("num_threads", &normkit::num_threads);
   m.def("has_cuda_backend", &normkit::has_cuda_backend);

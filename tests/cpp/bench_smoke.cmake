@@ -26,7 +26,7 @@ if(n EQUAL 0)
   message(FATAL_ERROR "no records")
 endif()
 
-set(string_fields impl op dtype)
+set(string_fields impl simd op dtype)
 set(number_fields rows D threads median_ms gbps ceiling_gbps pct_of_ceiling bytes_read bytes_written)
 # The bench writes one record per line; parsing each line alone is linear,
 # where string(JSON GET) on the whole list for each record is quadratic.
@@ -56,6 +56,10 @@ foreach(line IN LISTS lines)
   string(JSON impl GET "${rec}" impl)
   string(JSON op GET "${rec}" op)
   string(JSON dtype GET "${rec}" dtype)
+  string(JSON simd GET "${rec}" simd)
+  if(simd STREQUAL "")
+    message(FATAL_ERROR "record ${i}: no SIMD target: ${rec}")
+  endif()
 
   # Times and rates must be positive (if(GREATER) compares them as numbers).
   foreach(f median_ms gbps ceiling_gbps pct_of_ceiling)

@@ -33,3 +33,24 @@ def test_names_the_cells_slower_than_the_spread(tmp_path: Path) -> None:
     assert "layer_norm f32 D=768 1 thread(s): 90% -> 80%" in r.stdout
     assert "rms_norm f32" not in r.stdout
     assert "cells only in the new run: 1 (add_rms_norm_backward)" in r.stdout
+
+
+def run_on(tmp_path: Path, old: list, new: list) -> subprocess.CompletedProcess:
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    return subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "old.json"), str(tmp_path / "new.json")],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_says_when_the_runs_ran_different_kernels(tmp_path: Path) -> None:
+    old, new = [record("layer_norm", 768, 90, 1.0)], [record("layer_norm", 768, 89, 3.0)]
+    old[0]["simd"], new[0]["simd"] = "AVX3_ZEN4", "AVX2"
+    r = run_on(tmp_path, old, new)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("different kernels: the old run ran AVX3_ZEN4, the new one AVX2")
+    new[0]["simd"] = "AVX3_ZEN4"
+    r = run_on(tmp_path, old, new)
+    assert r.returncode == 0 and "different kernels" not in r.stdout and "SIMD target" not in r.stdout
+    del old[0]["simd"]
+    r = run_on(tmp_path, old, new)
+    assert r.stdout.startswith("SIMD target: not recorded -> AVX3_ZEN4")

@@ -20,16 +20,16 @@
 #include <vector>
 
 #include "bench_check.hpp"
-#include "cli_args.hpp"
 #include "bench_impls.hpp"
 #include "bench_lines.hpp"
-#include "measure/memory.hpp"
-#include "measure/machine.hpp"
-#include "measure/traffic.hpp"
 #include "bench_report.hpp"
-#include "normkit/version.hpp"
-#include "measure/timing.hpp"
+#include "cli_args.hpp"
 #include "commands.hpp"
+#include "measure/machine.hpp"
+#include "measure/memory.hpp"
+#include "measure/timing.hpp"
+#include "measure/traffic.hpp"
+#include "normkit/version.hpp"
 
 namespace normkit::cli {
 namespace {
@@ -587,7 +587,7 @@ int bench_main(int argc, char** argv) {
     print_ceilings(f, runner.ceilings(), runner.caches());
   };
   if (o.json) {
-    write_json(stdout, runner.records());
+    write_json(stdout, runner.records(), info);
   } else {
     if (o.verbose)
       write_tables(stdout);
@@ -602,13 +602,13 @@ int bench_main(int argc, char** argv) {
   };
   if (!o.output.empty()) {
     std::FILE* f = open_for_writing(o.output);
-    write_json(f, runner.records());
+    write_json(f, runner.records(), info);
     std::fclose(f);
   }
   if (!o.out_dir.empty()) {
     const std::filesystem::path dir(o.out_dir);
     std::FILE* f = open_for_writing((dir / "records.json").string());
-    write_json(f, runner.records());
+    write_json(f, runner.records(), info);
     std::fclose(f);
     f = open_for_writing((dir / "tables.txt").string());
     write_tables(f);

@@ -383,14 +383,14 @@ void print_targets(std::FILE* out, const std::vector<Record>& rs) {
               row, 1.0, "");
 }
 
-void write_json(std::FILE* out, const std::vector<Record>& rs) {
+void write_json(std::FILE* out, const std::vector<Record>& rs, const RunInfo& info) {
   std::fprintf(out, "[\n");
   for (std::size_t i = 0; i < rs.size(); ++i) {
     const Record& r = rs[i];
     const auto sv = [](std::string_view s) { return std::string(s); };
     std::fprintf(
         out,
-        "  {\"impl\": \"%s\", \"op\": \"%s\", \"norm\": \"%s\", \"pass\": \"%s\", "
+        "  {\"impl\": \"%s\", \"simd\": \"%s\", \"op\": \"%s\", \"norm\": \"%s\", \"pass\": \"%s\", "
         "\"dtype\": \"%s\", \"param_dtype\": \"%s\", \"rows\": %lld, \"D\": %lld, "
         "\"threads\": %d, \"size_class\": \"%s\", \"where\": \"%s\", \"inputs\": \"%s\", \"sets\": %lld, "
         "\"working_set_bytes\": %lld, \"bytes_read\": %lld, \"bytes_written\": %lld, "
@@ -398,7 +398,7 @@ void write_json(std::FILE* out, const std::vector<Record>& rs) {
         "\"preempted_samples\": %d, \"calls_per_sample\": %d, \"rounds\": %d, "
         "\"gbps\": %.4g, \"ceiling_gbps\": %.4g, \"pct_of_ceiling\": %.4g, "
         "\"copy_gbps\": %.4g, \"read_gbps\": %.4g, \"copy_ms\": %.6g, \"copy_method\": \"%s\"}%s\n",
-        r.impl.c_str(), r.op.c_str(), r.table_op ? sv(norm_name(r.table_op->norm)).c_str() : "",
+        r.impl.c_str(), info.simd.c_str(), r.op.c_str(), r.table_op ? sv(norm_name(r.table_op->norm)).c_str() : "",
         r.table_op ? sv(pass_name(r.table_op->pass)).c_str() : "",
         sv(dtype_name(r.shape.act)).c_str(), sv(dtype_name(r.shape.param)).c_str(),
         static_cast<long long>(r.shape.rows), static_cast<long long>(r.shape.D), r.threads,

@@ -60,7 +60,9 @@ void print_tables(std::FILE* out, const std::vector<Record>& records, const RunI
 // decides it (or "not measured" when the run did not include its records).
 void print_targets(std::FILE* out, const std::vector<Record>& records);
 
-// A JSON list of records, one object per record.
-void write_json(std::FILE* out, const std::vector<Record>& records);
+// A JSON list of records, one object per record. Each carries the run's
+// SIMD target, so a comparison of two runs can tell when they ran different
+// kernels.
+void write_json(std::FILE* out, const std::vector<Record>& records, const RunInfo& info);
 
 }  // namespace normkit::bench
