@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "cpu/pairs-inl.hpp"
@@ -64,8 +65,10 @@ inline bool ArrangesParams(std::int64_t rows, std::size_t arranged_row_bytes) {
 // gw = w + off and gb = b (if b is not null) as Arranged rows for loops of
 // layout kEO, in the compute type: the same values the loops would form
 // from w and b themselves, so results do not depend on the arrangement.
+// Returns whether every value written is finite (the forward's NaN-free
+// rows need it), found on the way at two integer operations per vector.
 template <bool kEO, class DC, class TW>
-HWY_NOINLINE void ArrangeParams(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_RESTRICT b, std::size_t D,
+HWY_NOINLINE bool ArrangeParams(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_RESTRICT b, std::size_t D,
                                 hn::TFromD<DC> off, Arranged<hn::TFromD<DC>>* HWY_RESTRICT gw,
                                 Arranged<hn::TFromD<DC>>* HWY_RESTRICT gb) {
   const std::size_t N = hn::Lanes(dc);
@@ -74,17 +77,26 @@ HWY_NOINLINE void ArrangeParams(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_R
   auto load = [&](const TW* p, std::size_t i) HWY_ATTR {
     return D - i >= P ? LoadPair<kEO>(dc, p + i) : LoadPairTail<kEO>(dc, p + i, D - i);
   };
+  // The largest exponent field written: all ones only for Inf and NaN.
+  const hn::RebindToUnsigned<DC> du;
+  const auto exponent = hn::BitCast(du, hn::Set(dc, std::numeric_limits<hn::TFromD<DC>>::infinity()));
+  auto widest = hn::Zero(du);
+  auto store = [&](hn::Vec<DC> v, Arranged<hn::TFromD<DC>>* to) HWY_ATTR {
+    widest = hn::Max(widest, hn::And(hn::BitCast(du, v), exponent));
+    hn::StoreU(v, dc, &to->v);
+  };
   for (std::size_t i = 0; i < D; i += P) {
     const Pair<DC> wv = load(w, i);
     // As the output pass forms w + off (WriteRow): w itself when off is 0.
-    hn::StoreU(off == 0 ? wv.a : hn::Add(wv.a, Off), dc, &gw[i].v);
-    hn::StoreU(off == 0 ? wv.b : hn::Add(wv.b, Off), dc, &gw[i + N].v);
+    store(off == 0 ? wv.a : hn::Add(wv.a, Off), &gw[i]);
+    store(off == 0 ? wv.b : hn::Add(wv.b, Off), &gw[i + N]);
     if (b) {
       const Pair<DC> bv = load(b, i);
-      hn::StoreU(bv.a, dc, &gb[i].v);
-      hn::StoreU(bv.b, dc, &gb[i + N].v);
+      store(bv.a, &gb[i]);
+      store(bv.b, &gb[i + N]);
     }
   }
+  return hn::AllFalse(du, hn::Eq(widest, exponent));
 }
 
 // This thread's arranged weight (+ off) and, if b is not null, bias for
@@ -95,6 +107,7 @@ template <class C>
 struct ArrangedRows {
   const Arranged<C>* w = nullptr;
   const Arranged<C>* b = nullptr;
+  bool finite = false;  // every value of w and b is finite
 };
 template <bool kEO, class DC, class TW>
 HWY_INLINE ArrangedRows<hn::TFromD<DC>> ArrangeForRows(DC dc, std::int64_t rows, std::size_t D, const TW* w,
@@ -105,8 +118,8 @@ HWY_INLINE ArrangedRows<hn::TFromD<DC>> ArrangeForRows(DC dc, std::int64_t rows,
   void* buffer = scratch_buffer((b ? 2 : 1) * padded * sizeof(C), Scratch::arranged_params);
   auto* gw = static_cast<Arranged<C>*>(buffer);
   Arranged<C>* gb = b ? gw + padded : nullptr;
-  ArrangeParams<kEO>(dc, w, b, D, off, gw, gb);
-  return {gw, gb};
+  const bool finite = ArrangeParams<kEO>(dc, w, b, D, off, gw, gb);
+  return {gw, gb, finite};
 }
 
 }  // namespace normkit::detail::HWY_NAMESPACE

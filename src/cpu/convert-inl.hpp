@@ -89,13 +89,17 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> F16BitsFromF32(DF df, hn::Vec<DF> v
 // here. A NaN keeps its sign and top payload bits and gets the quiet bit
 // (rounding could carry it into Inf). NaN is found with IsNaN: on AVX-512,
 // 1.0.3's Ne is an ordered compare and is false for NaN.
-template <class DF>
+// kNaNFree: the caller knows v holds no NaN (the forward's NaN-free rows,
+// forward-inl.hpp), so the NaN case is left out: 4 integer operations per vector instead of 7.
+// Inf and overflow to Inf round the same either way.
+template <bool kNaNFree = false, class DF>
 HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16RoundedBits(DF df, hn::Vec<DF> v) {
   (void)df;
   const hn::RebindToUnsigned<DF> du;
   const auto u = hn::BitCast(du, v);
   const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
   const auto rounded = hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), lsb);
+  if constexpr (kNaNFree) return rounded;
   const auto quiet_nan = hn::Or(u, hn::Set(du, 0x00400000u));
   return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
 }
@@ -118,8 +122,8 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16BitsFromF32(DF df, hn::Vec<DF> 
 // to zero.
 // A subnormal can only have become ±0, so a pair without a ±0 result is
 // exact; one with a ±0 checks its inputs and, if a lane is subnormal, takes
-// the integer path.
-template <class DF>
+// the integer path. kNaNFree: see Bf16RoundedBits.
+template <bool kNaNFree = false, class DF>
 HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PackBf16Pair(DF df, hn::Vec<DF> even, hn::Vec<DF> odd) {
   const hn::RebindToUnsigned<DF> du;
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
@@ -139,7 +143,7 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PackBf16Pair(DF df, hn::Vec<DF> eve
     }
   }
 #endif
-  return hn::OrAnd(hn::ShiftRight<16>(Bf16RoundedBits(df, even)), Bf16RoundedBits(df, odd),
+  return hn::OrAnd(hn::ShiftRight<16>(Bf16RoundedBits<kNaNFree>(df, even)), Bf16RoundedBits<kNaNFree>(df, odd),
                    hn::Set(du, 0xffff0000u));
 }
 

@@ -318,9 +318,13 @@ template <class TX, class TR>
 inline constexpr std::size_t kRowElementBytes<SumRow<TX, TR>> = sizeof(TR);
 
 // How the output pass writes y: `stream`, non-temporal stores for outputs
-// too large to stay in cache; `next`, the next row to fetch meanwhile.
+// too large to stay in cache; `next`, the next row to fetch meanwhile;
+// `params_finite`, every gain and bias is known to be finite (arranged
+// parameters; ArrangeParams finds it), so rows with a finite x̂ are NaN-free
+// (WriteRow).
 struct OutputOpts {
   bool stream = false;
+  bool params_finite = false;
   NextRows next;
 };
 
@@ -338,12 +342,17 @@ struct XhatForm {
   // digits.
   double s = 1, m = 0, m_lo = 0, r = 1, c = 0;
   bool affine = true;
+  // Every x̂ of the row is finite: an affine row whose statistics, R and c
+  // are finite. Finite statistics mean every x is finite, and then
+  // |x̂| = |x − mean|·R is at most about √D.
+  bool finite_xhat = false;
 };
 
 // y = x̂·(w + off) + b, row re-read from cache (RMSNorm: no bias). Pairs in
 // the layout of y's dtype (even/odd for bf16). kAddOffset false: w already
 // holds w + off (an Arranged row, or off = 0, see WriteRow).
-template <NormKind K, bool kAffine, bool kAddOffset, class DC, class Src, class TY, class TW>
+// kNaNFree: no y of the row is NaN (WriteRow), so bf16 rounding skips that case.
+template <NormKind K, bool kAffine, bool kAddOffset, bool kNaNFree, class DC, class Src, class TY, class TW>
 HWY_INLINE void OutputRow(DC dc, Src x, TY* y, const TW* HWY_RESTRICT w,
                           const TW* HWY_RESTRICT b, std::size_t D, const XhatForm& f, hn::TFromD<DC> off,
                           OutputOpts& opts) {
@@ -384,12 +393,12 @@ HWY_INLINE void OutputRow(DC dc, Src x, TY* y, const TW* HWY_RESTRICT w,
     if (head) partial(head);
     for (i = head; i + P <= D; i += P) {
       opts.next.advance<sizeof(TY), kRowElementBytes<Src>>(P);
-      StreamPair<kEO>(dc, whole(i), y + i);
+      StreamPair<kEO, kNaNFree>(dc, whole(i), y + i);
     }
   } else {
     for (; i + P <= D; i += P) {
       opts.next.advance<sizeof(TY), kRowElementBytes<Src>>(P);
-      StorePair<kEO>(dc, whole(i), y + i);
+      StorePair<kEO, kNaNFree>(dc, whole(i), y + i);
     }
   }
   if (i < D) partial(D - i);
@@ -462,6 +471,8 @@ HWY_INLINE XhatForm PrepareRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, std
   f.affine = scale == 1.0 && !st.centred;
   if (f.affine) {
     if constexpr (K == NormKind::layer_norm) f.c = -mean_s * f.r;
+    f.finite_xhat = std::isfinite(st.mean()) && std::isfinite(st.m2) && std::isfinite(r) &&
+                    std::isfinite(static_cast<C>(f.c));
   } else {
     f.s = scale;
     if constexpr (K == NormKind::layer_norm) {
@@ -472,26 +483,35 @@ HWY_INLINE XhatForm PrepareRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, std
   return f;
 }
 
+// OutputRow with the weight offset added only where it is not 0 (Arranged
+// rows hold it already): w + 0 is w, bar the sign of a zero weight, which
+// ArrangeParams keeps alike, and in an unarranged output pass that add
+// competes with the conversions for the vector ports.
+template <NormKind K, bool kAffine, bool kNaNFree, class DC, class Src, class TY, class TW>
+HWY_INLINE void OutputRowOffset(DC dc, Src src, TY* y, const TW* w, const TW* b, std::size_t D, const XhatForm& f,
+                                hn::TFromD<DC> off, OutputOpts& opts) {
+  if constexpr (!kIsArranged<TW>) {
+    if (off != hn::TFromD<DC>{0}) return OutputRow<K, kAffine, true, kNaNFree>(dc, src, y, w, b, D, f, off, opts);
+  }
+  OutputRow<K, kAffine, false, kNaNFree>(dc, src, y, w, b, D, f, off, opts);
+}
+
 // The output pass of a prepared row: y from `src`, the row as the output
 // pass reads it (the stored row itself, or SumRow).
-// The offset is added only where it is not 0 (Arranged rows hold it
-// already): w + 0 is w, bar the sign of a zero weight, which ArrangeParams
-// keeps alike, and in an unarranged output pass that add competes with the
-// conversions for the vector ports.
+// A bf16 row with a finite x̂ and finite parameters is NaN-free: y = x̂·g + b
+// of finite operands is finite or ±Inf. Its rounding then skips the NaN
+// case, 3 of the 7 integer operations per vector on targets without the
+// AVX-512 BF16 instructions (docs/kernels.md, "NaN-free bf16 rows").
 template <NormKind K, class DC, class Src, class TY, class TW>
 HWY_INLINE void WriteRow(DC dc, Src src, TY* y, const TW* w, const TW* b, std::size_t D, const XhatForm& f,
                          double offset, OutputOpts& opts) {
   using C = hn::TFromD<DC>;
   const C off = static_cast<C>(offset);
-  if constexpr (!kIsArranged<TW>) {
-    if (off != C{0}) {
-      if (f.affine) OutputRow<K, true, true>(dc, src, y, w, b, D, f, off, opts);
-      else OutputRow<K, false, true>(dc, src, y, w, b, D, f, off, opts);
-      return;
-    }
+  if (!f.affine) return OutputRowOffset<K, false, false>(dc, src, y, w, b, D, f, off, opts);
+  if constexpr (kEvenOdd<TY>) {
+    if (f.finite_xhat && opts.params_finite) return OutputRowOffset<K, true, true>(dc, src, y, w, b, D, f, off, opts);
   }
-  if (f.affine) OutputRow<K, true, false>(dc, src, y, w, b, D, f, off, opts);
-  else OutputRow<K, false, false>(dc, src, y, w, b, D, f, off, opts);
+  OutputRowOffset<K, true, false>(dc, src, y, w, b, D, f, off, opts);
 }
 
 // Finishes one row: PrepareRow, then WriteRow.
@@ -542,15 +562,17 @@ void PlainRowsPipelined(const ForwardArgs& a, std::int64_t begin, std::int64_t e
 
 // Rows [begin, end) with storage types TX (x, y), TR (residual, h), TP
 // (weight, bias as read: the stored dtype, or Arranged) and compute type C.
+// params_finite: every w + offset and b is finite (OutputOpts).
 template <NormKind K, class C, class TX, class TR, class TP>
 void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, ForwardStreams stream, const TP* w,
-                    const TP* b, double offset) {
+                    const TP* b, double offset, bool params_finite) {
   const hn::ScalableTag<C> dc;
   const std::size_t D = static_cast<std::size_t>(a.D);
   C* mean = static_cast<C*>(a.mean);
   C* rstd = static_cast<C*>(a.rstd);
   OutputOpts opts;
   opts.stream = stream.y;
+  opts.params_finite = params_finite;
   if (!a.residual && end - begin > 1 && PipelinesRows<K, TX, TP>(D)) {  // one row: nothing to overlap
     PlainRowsPipelined<K, C, TX>(a, begin, end, w, b, offset, opts);
     if (stream.y) hwy::FlushStream();  // order the non-temporal stores before the join
@@ -599,9 +621,9 @@ void ForwardRowsWithParams(const ForwardArgs& a, std::int64_t begin, std::int64_
                                                            static_cast<std::size_t>(a.D), w,
                                                            K == NormKind::layer_norm ? b : nullptr,
                                                            static_cast<C>(a.weight_offset));
-    if (g.w) return ForwardRowLoop<K, C, TX, TR>(a, begin, end, stream, g.w, g.b, 0.0);
+    if (g.w) return ForwardRowLoop<K, C, TX, TR>(a, begin, end, stream, g.w, g.b, 0.0, g.finite);
   }
-  ForwardRowLoop<K, C, TX, TR>(a, begin, end, stream, w, b, a.weight_offset);
+  ForwardRowLoop<K, C, TX, TR>(a, begin, end, stream, w, b, a.weight_offset, false);
 }
 
 // The valid (residual, weight) dtypes for 16-bit x: x's own or f32.

@@ -72,8 +72,8 @@ HWY_INLINE Pair<DC> LoadPair(DC dc, const T* HWY_RESTRICT p) {
 // and returns it as stored. The even/odd layout stores bf16, and f32 for
 // the parameter gradients of bf16 rows: those go through a buffer, element
 // by element (Highway 1.0.3 interleaves only within 128-bit blocks), once
-// per column per call.
-template <bool kEO, class DC, class T>
+// per column per call. kNaNFree: v holds no NaN (see Bf16RoundedBits).
+template <bool kEO, bool kNaNFree = false, class DC, class T>
 HWY_INLINE Pair<DC> StorePair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
   if constexpr (!kEO) {
     const std::size_t N = hn::Lanes(dc);
@@ -92,7 +92,7 @@ HWY_INLINE Pair<DC> StorePair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
   } else {
     static_assert(std::is_same_v<T, hwy::bfloat16_t>, "the even/odd layout stores bf16 and f32 only");
     const hn::RebindToUnsigned<DC> du;
-    const auto packed = PackBf16Pair(dc, v.a, v.b);
+    const auto packed = PackBf16Pair<kNaNFree>(dc, v.a, v.b);
     hn::StoreU(packed, du, reinterpret_cast<std::uint32_t*>(p));
     return UnpackBf16Pair(dc, packed);  // dead unless the caller uses it (the fused h)
   }
@@ -101,14 +101,14 @@ HWY_INLINE Pair<DC> StorePair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
 // StorePair with non-temporal stores: p must be aligned to 2·Lanes(dc)
 // elements of T in the even/odd layout, to Lanes(dc) in the consecutive one.
 // Returns the pair as stored.
-template <bool kEO, class DC, class T>
+template <bool kEO, bool kNaNFree = false, class DC, class T>
 HWY_INLINE Pair<DC> StreamPair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
   if constexpr (!kEO) {
     const std::size_t N = hn::Lanes(dc);
     return {StreamAs(dc, v.a, p), StreamAs(dc, v.b, p + N)};
   } else {
     static_assert(std::is_same_v<T, hwy::bfloat16_t>, "the even/odd layout stores bf16 only");
-    const auto packed = PackBf16Pair(dc, v.a, v.b);
+    const auto packed = PackBf16Pair<kNaNFree>(dc, v.a, v.b);
     hn::Stream(packed, hn::RebindToUnsigned<DC>(), reinterpret_cast<std::uint32_t*>(p));
     return UnpackBf16Pair(dc, packed);
   }

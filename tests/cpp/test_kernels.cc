@@ -868,6 +868,64 @@ TEST_P(Kernels, EachRowAsIfAlone) {
   }
 }
 
+// A bf16 row's rounding leaves out the NaN case only where no y can be NaN
+// (forward-inl.hpp, WriteRow). An f32 NaN whose payload fills the mantissa
+// carries into the sign under the rounding without that case and would come
+// out as -0: in a weight, a bias or an f32 residual it must still give NaN,
+// in its column (parameters) or its row (residual) and nowhere else, with
+// parameters arranged (D <= 4096) and read as stored (D = 8192).
+TEST_P(Kernels, Bf16RowsRoundAFullPayloadNaNToNaN) {
+  const double full_nan = std::bit_cast<double>(std::uint64_t{0x7fffffffe0000000});
+  ASSERT_EQ(std::bit_cast<std::uint32_t>(static_cast<float>(full_nan)), 0x7fffffffu);
+  std::mt19937_64 rng(14);
+  for (std::int64_t D : {std::int64_t{37}, std::int64_t{768}, std::int64_t{8192}}) {
+    for (bool layer : {true, false}) {
+      SCOPED_TRACE(std::string(layer ? "layer" : "rms") + " D=" + std::to_string(D));
+      const std::int64_t rows = 8, col = D / 2, bad_row = 3;
+      Array x(DType::bf16, rows, D), residual(DType::f32, rows, D), w(DType::f32, 1, D), b(DType::f32, 1, D);
+      fill_normal(x, rng);
+      fill_normal(residual, rng);
+      fill_normal(w, rng, 1.0, 0.5);
+      fill_normal(b, rng);
+      const auto forward = [&](Array& y) {
+        if (layer)
+          layer_norm(x.cmat(), w.cvec(), b.cvec(), 1e-5, y.mat());
+        else
+          rms_norm(x.cmat(), w.cvec(), 1e-5, y.mat(), {}, 1.0);
+      };
+      Array clean(DType::bf16, rows, D);
+      forward(clean);
+      std::vector<Array*> params = {&w};
+      if (layer) params.push_back(&b);
+      for (Array* param : params) {
+        const double kept = param->get(0, col);
+        param->set(0, col, full_nan);
+        Array y(DType::bf16, rows, D);
+        forward(y);
+        param->set(0, col, kept);
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t j = 0; j < D; ++j) {
+            if (j == col)
+              ASSERT_TRUE(std::isnan(y.get(r, j))) << (param == &w ? "weight" : "bias") << ", row " << r;
+            else
+              ASSERT_EQ(y.get(r, j), clean.get(r, j)) << "row " << r << ", column " << j;
+          }
+      }
+      residual.set(bad_row, col, full_nan);
+      Array h(DType::f32, rows, D), y(DType::bf16, rows, D);
+      if (layer)
+        add_layer_norm(x.cmat(), residual.cmat(), w.cvec(), b.cvec(), 1e-5, h.mat(), y.mat());
+      else
+        add_rms_norm(x.cmat(), residual.cmat(), w.cvec(), 1e-5, h.mat(), y.mat(), {}, 1.0);
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(static_cast<float>(h.get(bad_row, col))), 0x7fffffffu);
+      for (std::int64_t j = 0; j < D; ++j) {
+        ASSERT_TRUE(std::isnan(y.get(bad_row, j))) << "column " << j;  // the row's statistics are NaN
+        for (std::int64_t r : {bad_row - 1, bad_row + 1}) ASSERT_TRUE(std::isfinite(y.get(r, j))) << "row " << r;
+      }
+    }
+  }
+}
+
 // Every output, including dweight/dbias, is bitwise identical for 1, 2 and
 // 7 threads, on every target.
 TEST_P(Kernels, BitwiseAcrossThreadCounts) {
