@@ -53,12 +53,6 @@
 #include "normkit/half.hpp"
 #endif
 
-// The passes' lambdas are inlined by force, like the Highway ops they call:
-// left to the compiler's heuristics, which weigh the whole translation unit,
-// adding an instantiation elsewhere once kept the closure in memory and
-// reloaded pass B's constants on every pair.
-#define NORMKIT_ALWAYS_INLINE __attribute__((always_inline))
-
 HWY_BEFORE_NAMESPACE();
 namespace normkit::detail::HWY_NAMESPACE {
 namespace {
@@ -132,13 +126,13 @@ HWY_INLINE void PassAChunk(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTR
       hn::StoreU(hn::Add(dyv, db0), dc, pdb + j);
     }
   };
-  std::size_t i = 0;
-  for (; i + P <= n; i += P) {
-    next.advance<sizeof(TD), sizeof(TI)>(P);
-    const auto dyv = LoadPair<kEO>(dc, dy + i), xv = LoadPair<kEO>(dc, x + i), wv = LoadPair<kEO>(dc, w + i);
-    half(dyv.a, xhat_of(xv.a), wv.a, i, g0, gx0);
-    half(dyv.b, xhat_of(xv.b), wv.b, i + N, g1, gx1);
-  }
+  constexpr std::size_t kMaxP = 2 * hn::MaxLanes(DC());
+  std::size_t i = FetchingLoop<sizeof(TD), sizeof(TI), kMaxP>(
+      0, n, P, next, [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+        const auto dyv = LoadPair<kEO>(dc, dy + at), xv = LoadPair<kEO>(dc, x + at), wv = LoadPair<kEO>(dc, w + at);
+        half(dyv.a, xhat_of(xv.a), wv.a, at, g0, gx0);
+        half(dyv.b, xhat_of(xv.b), wv.b, at + N, g1, gx1);
+      });
   if (i < n) {
     // Padding lanes have dy = 0 but x̂ = −mean·rstd, so mask x̂: a padding
     // lane must contribute exactly 0 even when rstd is Inf.
@@ -186,17 +180,18 @@ HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRIC
   // of even/odd Arranged weights start at 0, so such a row is not peeled
   // and, unless aligned, not streamed.
   const std::size_t head = StreamHead(dx, P, D);
+  constexpr std::size_t kMaxP = 2 * hn::MaxLanes(DC());
   if (stream && !(kIsArranged<TW> && kEO && head != 0)) {
     if (head) partial(0, head);
-    for (i = head; i + P <= D; i += P) {
-      next.advance<sizeof(TD), sizeof(TI)>(P);
-      StreamPair<kEO>(dc, whole(i), dx + i);
-    }
+    i = FetchingLoop<sizeof(TD), sizeof(TI), kMaxP>(head, D, P, next,
+                                                    [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+                                                      StreamPair<kEO>(dc, whole(at), dx + at);
+                                                    });
   } else {
-    for (; i + P <= D; i += P) {
-      next.advance<sizeof(TD), sizeof(TI)>(P);
-      StorePair<kEO>(dc, whole(i), dx + i);
-    }
+    i = FetchingLoop<sizeof(TD), sizeof(TI), kMaxP>(0, D, P, next,
+                                                    [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+                                                      StorePair<kEO>(dc, whole(at), dx + at);
+                                                    });
   }
   if (i < D) partial(i, D - i);
 }

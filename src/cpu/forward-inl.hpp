@@ -99,8 +99,8 @@ struct SumAcc {
 };
 
 // The pass-1 loop over a chunk of n elements, stepping over pairs of
-// vectors (see Pair in pairs-inl.hpp): two pairs per iteration, then at most
-// one whole pair and a zero-padded tail. whole(i) gives the pair at i,
+// vectors (see Pair in pairs-inl.hpp): two pairs per step (see FetchingLoop),
+// then at most one whole pair and a zero-padded tail. whole(i) gives the pair at i,
 // part(i, k) the k < P elements at i zero-padded (padding adds 0 to both
 // sums). `next` is fetched as the pass goes (see NextRows); S0 and S1 are the
 // element sizes of the arrays it fetches. The plain and the fused pass 1 both
@@ -114,12 +114,10 @@ HWY_INLINE ChunkSums SumLoop(DC dc, std::size_t n, NextRows& next_rows, const Wh
   // through the reference each step loaded and stored them (docs/kernels.md,
   // "The statistics pass's prefetch cursors in registers").
   NextRows next = next_rows;
-  std::size_t i = 0;
-  for (; i + 2 * P <= n; i += 2 * P) {
-    next.advance<S0, S1>(2 * P);
-    acc.first(whole(i));
-    acc.second(whole(i + P));
-  }
+  std::size_t i = FetchingLoop<S0, S1, 4 * hn::MaxLanes(DC())>(0, n, 2 * P, next, [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+    acc.first(whole(at));
+    acc.second(whole(at + P));
+  });
   next.advance<S0, S1>(n - i);
   next_rows = next;
   if (i + P <= n) {
@@ -137,13 +135,13 @@ template <bool kWithSum, bool kScaled, bool kEO, class DC, class T>
 HWY_INLINE ChunkSums SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn::TFromD<DC> scale,
                               NextRows& next) {
   const auto S = hn::Set(dc, scale);
-  auto scaled = [&](Pair<DC> v) HWY_ATTR {
+  auto scaled = [&](Pair<DC> v) HWY_ATTR NORMKIT_ALWAYS_INLINE {
     if constexpr (kScaled) return Pair<DC>{hn::Mul(v.a, S), hn::Mul(v.b, S)};
     else return v;
   };
   return SumLoop<kWithSum, sizeof(T), 0>(
-      dc, n, next, [&](std::size_t i) HWY_ATTR { return scaled(LoadPair<kEO>(dc, p + i)); },
-      [&](std::size_t i, std::size_t k) HWY_ATTR { return scaled(LoadPairTail<kEO>(dc, p + i, k)); });
+      dc, n, next, [&](std::size_t i) HWY_ATTR NORMKIT_ALWAYS_INLINE { return scaled(LoadPair<kEO>(dc, p + i)); },
+      [&](std::size_t i, std::size_t k) HWY_ATTR NORMKIT_ALWAYS_INLINE { return scaled(LoadPairTail<kEO>(dc, p + i, k)); });
 }
 
 // Fused pass 1: h = x + residual, rounded to h's dtype and stored; returns
@@ -153,15 +151,15 @@ HWY_INLINE ChunkSums SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn:
 template <bool kWithSum, bool kEO, bool kStreamH, class DC, class TX, class TR>
 HWY_INLINE ChunkSums FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
                                 std::size_t n, NextRows& next) {
-  auto add = [](Pair<DC> u, Pair<DC> v) HWY_ATTR { return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)}; };
+  auto add = [](Pair<DC> u, Pair<DC> v) HWY_ATTR NORMKIT_ALWAYS_INLINE { return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)}; };
   return SumLoop<kWithSum, sizeof(TX), sizeof(TR)>(
       dc, n, next,
-      [&](std::size_t i) HWY_ATTR {
+      [&](std::size_t i) HWY_ATTR NORMKIT_ALWAYS_INLINE {
         const Pair<DC> v = add(LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, r + i));
         if constexpr (kStreamH) return StreamPair<kEO>(dc, v, h + i);
         else return StorePair<kEO>(dc, v, h + i);
       },
-      [&](std::size_t i, std::size_t k) HWY_ATTR {
+      [&](std::size_t i, std::size_t k) HWY_ATTR NORMKIT_ALWAYS_INLINE {
         // Both inputs are loaded before h is written: h may alias x or residual.
         const auto v = add(LoadPairTail<kEO>(dc, x + i, k), LoadPairTail<kEO>(dc, r + i, k));
         return StorePairTail<kEO>(dc, v, h + i, k);  // padding lanes are 0 + 0
@@ -363,7 +361,7 @@ HWY_INLINE void OutputRow(DC dc, Src x, TY* y, const TW* HWY_RESTRICT w,
   const auto Mlo = hn::Set(dc, static_cast<C>(f.m_lo)), R = hn::Set(dc, static_cast<C>(f.r));
   const auto Cv = hn::Set(dc, static_cast<C>(f.c));
   const auto Off = hn::Set(dc, off);
-  auto one = [&](auto xv, auto wv, auto bv) HWY_ATTR {
+  auto one = [&](auto xv, auto wv, auto bv) HWY_ATTR NORMKIT_ALWAYS_INLINE {
     const auto xhat = !kAffine                    ? hn::Mul(hn::Sub(hn::MulSub(xv, S, M), Mlo), R)
                       : K == NormKind::layer_norm ? hn::MulAdd(xv, R, Cv)
                                              : hn::Mul(xv, R);
@@ -371,36 +369,37 @@ HWY_INLINE void OutputRow(DC dc, Src x, TY* y, const TW* HWY_RESTRICT w,
     if constexpr (K == NormKind::layer_norm) return hn::MulAdd(xhat, g, bv);
     else return hn::Mul(xhat, g);
   };
-  auto pair = [&](Pair<DC> xv, Pair<DC> wv, Pair<DC> bv) HWY_ATTR {
+  auto pair = [&](Pair<DC> xv, Pair<DC> wv, Pair<DC> bv) HWY_ATTR NORMKIT_ALWAYS_INLINE {
     return Pair<DC>{one(xv.a, wv.a, bv.a), one(xv.b, wv.b, bv.b)};
   };
   const Pair<DC> zero{hn::Zero(dc), hn::Zero(dc)};
-  auto whole = [&](std::size_t i) HWY_ATTR {  // the P elements at i
+  auto whole = [&](std::size_t i) HWY_ATTR NORMKIT_ALWAYS_INLINE {  // the P elements at i
     const auto bv = K == NormKind::layer_norm ? LoadPair<kEO>(dc, b + i) : zero;
     return pair(LoadRow<kEO>(dc, x, i), LoadPair<kEO>(dc, w + i), bv);
   };
   // y may be x itself (in-place): each pair is loaded before it is stored.
   std::size_t i = 0;
-  auto partial = [&](std::size_t n) HWY_ATTR {  // the n < P elements at i
+  auto partial = [&](std::size_t n) HWY_ATTR NORMKIT_ALWAYS_INLINE {  // the n < P elements at i
     const auto bv = K == NormKind::layer_norm ? LoadPairTail<kEO>(dc, b + i, n) : zero;
     StorePairTail<kEO>(dc, pair(LoadRowTail<kEO>(dc, x, i, n), LoadPairTail<kEO>(dc, w + i, n), bv), y + i, n);
   };
   // Non-temporal stores need aligned addresses: peel up to the first. Pairs
   // of even/odd Arranged parameters start at 0, so such a row is not peeled
   // and, unless aligned, not streamed.
+  // The cursors in a local copy, kept in registers (as in SumLoop).
+  NextRows next = opts.next;
+  constexpr std::size_t S0 = sizeof(TY), S1 = kRowElementBytes<Src>, kMaxP = 2 * hn::MaxLanes(DC());
   const std::size_t head = StreamHead(y, P, D);
   if (opts.stream && !(kIsArranged<TW> && kEO && head != 0)) {
     if (head) partial(head);
-    for (i = head; i + P <= D; i += P) {
-      opts.next.advance<sizeof(TY), kRowElementBytes<Src>>(P);
-      StreamPair<kEO, kNaNFree>(dc, whole(i), y + i);
-    }
+    i = FetchingLoop<S0, S1, kMaxP>(head, D, P, next, [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+      StreamPair<kEO, kNaNFree>(dc, whole(at), y + at);
+    });
   } else {
-    for (; i + P <= D; i += P) {
-      opts.next.advance<sizeof(TY), kRowElementBytes<Src>>(P);
-      StorePair<kEO, kNaNFree>(dc, whole(i), y + i);
-    }
+    i = FetchingLoop<S0, S1, kMaxP>(0, D, P, next,
+                                    [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE { StorePair<kEO, kNaNFree>(dc, whole(at), y + at); });
   }
+  opts.next = next;
   if (i < D) partial(D - i);
 }
 

@@ -127,6 +127,33 @@ struct NextRows {
   }
 };
 
+// Runs step(i) at i, i + unit, ... while a whole unit fits below n, and
+// returns the index after the last. `next` advances once per group of units
+// that moves each cursor by at least a cache line (kMaxUnit: the most
+// elements a unit can hold on this target), then once per unit for the rest:
+// advance issues at least one prefetch per cursor and call, so a call per
+// 16-bit pair fetched each line four times, and the cursors' tests cost
+// about as many instructions as the pair (docs/kernels.md, "Fetching once
+// per line"). The units run in order, so sums accumulate as unit by unit.
+template <std::size_t S0, std::size_t S1, std::size_t kMaxUnit, class Step>
+HWY_INLINE std::size_t FetchingLoop(std::size_t i, std::size_t n, std::size_t unit, NextRows& next,
+                                    const Step& step) {
+  constexpr std::size_t kSmallest = S1 == 0 ? S0 : std::min(S0, S1);
+  // advance fetches half the covered elements' bytes (a row's two passes
+  // share the next row), so a line needs 2·64 bytes' worth of elements.
+  constexpr std::size_t kLineElements = 2 * 64 / kSmallest;
+  constexpr std::size_t kGroup = std::max<std::size_t>(1, (kLineElements + kMaxUnit - 1) / kMaxUnit);
+  for (; i + kGroup * unit <= n; i += kGroup * unit) {
+    next.advance<S0, S1>(kGroup * unit);
+    for (std::size_t k = 0; k < kGroup; ++k) step(i + k * unit);
+  }
+  for (; i + unit <= n; i += unit) {
+    next.advance<S0, S1>(unit);
+    step(i);
+  }
+  return i;
+}
+
 }  // namespace normkit::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

@@ -2,6 +2,14 @@
 // before non-temporal stores, and the slow-path scans of the statistics'
 // rescue. Compiled once per Highway target (see convert-inl.hpp).
 
+#ifndef NORMKIT_ALWAYS_INLINE
+// The kernels' lambdas over a row are inlined by force, like the Highway ops
+// they call: left to the compiler's heuristics, which weigh the whole
+// translation unit, adding an instantiation elsewhere once kept the closure
+// in memory and reloaded a pass's constants on every pair.
+#define NORMKIT_ALWAYS_INLINE __attribute__((always_inline))
+#endif
+
 // Re-inclusion guard that toggles once per target (the Highway convention).
 #if defined(NORMKIT_CPU_ROWS_INL_HPP_) == defined(HWY_TARGET_TOGGLE)
 #ifdef NORMKIT_CPU_ROWS_INL_HPP_
