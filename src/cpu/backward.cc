@@ -109,7 +109,6 @@ HWY_INLINE void PassAChunk(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTR
                            std::size_t n, const XhatMap<DC>& xhat_of, hn::Vec<DC> Off, hn::TFromD<DC>* HWY_RESTRICT pdw,
                            hn::TFromD<DC>* HWY_RESTRICT pdb, bool first, RowSums& sums, NextRows& next) {
   const std::size_t N = hn::Lanes(dc);
-  const std::size_t P = 2 * N;
   auto g0 = hn::Zero(dc), g1 = hn::Zero(dc), gx0 = hn::Zero(dc), gx1 = hn::Zero(dc);
   // One vector of the pair; its partials are at element j of the rows.
   auto half = [&](auto dyv, auto xhat, auto wv, std::size_t j, auto& gacc, auto& gxacc) HWY_ATTR NORMKIT_ALWAYS_INLINE {
@@ -126,13 +125,12 @@ HWY_INLINE void PassAChunk(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTR
       hn::StoreU(hn::Add(dyv, db0), dc, pdb + j);
     }
   };
-  constexpr std::size_t kMaxP = 2 * hn::MaxLanes(DC());
-  std::size_t i = FetchingLoop<sizeof(TD), sizeof(TI), kMaxP>(
-      0, n, P, next, [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
-        const auto dyv = LoadPair<kEO>(dc, dy + at), xv = LoadPair<kEO>(dc, x + at), wv = LoadPair<kEO>(dc, w + at);
-        half(dyv.a, xhat_of(xv.a), wv.a, at, g0, gx0);
-        half(dyv.b, xhat_of(xv.b), wv.b, at + N, g1, gx1);
-      });
+  auto step = [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+    const auto dyv = LoadPair<kEO>(dc, dy + at), xv = LoadPair<kEO>(dc, x + at), wv = LoadPair<kEO>(dc, w + at);
+    half(dyv.a, xhat_of(xv.a), wv.a, at, g0, gx0);
+    half(dyv.b, xhat_of(xv.b), wv.b, at + N, g1, gx1);
+  };
+  std::size_t i = FetchingLoop<sizeof(TD), sizeof(TI), 1>(dc, 0, n, next, step);
   if (i < n) {
     // Padding lanes have dy = 0 but x̂ = −mean·rstd, so mask x̂: a padding
     // lane must contribute exactly 0 even when rstd is Inf.
@@ -180,18 +178,15 @@ HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRIC
   // of even/odd Arranged weights start at 0, so such a row is not peeled
   // and, unless aligned, not streamed.
   const std::size_t head = StreamHead(dx, P, D);
-  constexpr std::size_t kMaxP = 2 * hn::MaxLanes(DC());
   if (stream && !(kIsArranged<TW> && kEO && head != 0)) {
     if (head) partial(0, head);
-    i = FetchingLoop<sizeof(TD), sizeof(TI), kMaxP>(head, D, P, next,
-                                                    [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
-                                                      StreamPair<kEO>(dc, whole(at), dx + at);
-                                                    });
+    i = FetchingLoop<sizeof(TD), sizeof(TI), 1>(dc, head, D, next, [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+      StreamPair<kEO>(dc, whole(at), dx + at);
+    });
   } else {
-    i = FetchingLoop<sizeof(TD), sizeof(TI), kMaxP>(0, D, P, next,
-                                                    [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
-                                                      StorePair<kEO>(dc, whole(at), dx + at);
-                                                    });
+    i = FetchingLoop<sizeof(TD), sizeof(TI), 1>(dc, 0, D, next, [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+      StorePair<kEO>(dc, whole(at), dx + at);
+    });
   }
   if (i < D) partial(i, D - i);
 }

@@ -99,10 +99,10 @@ struct SumAcc {
 };
 
 // The pass-1 loop over a chunk of n elements, stepping over pairs of
-// vectors (see Pair in pairs-inl.hpp): two pairs per step (see FetchingLoop),
-// then at most one whole pair and a zero-padded tail. whole(i) gives the pair at i,
-// part(i, k) the k < P elements at i zero-padded (padding adds 0 to both
-// sums). `next` is fetched as the pass goes (see NextRows); S0 and S1 are the
+// vectors (see Pair in pairs-inl.hpp): units of two pairs (see
+// FetchingLoop), then at most one whole pair and a zero-padded tail. whole(i)
+// gives the pair at i, part(i, k) the k < P elements at i zero-padded
+// (padding adds 0 to both sums). `next` is fetched as the pass goes (see NextRows); S0 and S1 are the
 // element sizes of the arrays it fetches. The plain and the fused pass 1 both
 // run this loop, so the fused op's sums of h associate exactly as the plain
 // op's sums of the same h.
@@ -114,7 +114,7 @@ HWY_INLINE ChunkSums SumLoop(DC dc, std::size_t n, NextRows& next_rows, const Wh
   // through the reference each step loaded and stored them (docs/kernels.md,
   // "The statistics pass's prefetch cursors in registers").
   NextRows next = next_rows;
-  std::size_t i = FetchingLoop<S0, S1, 4 * hn::MaxLanes(DC())>(0, n, 2 * P, next, [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+  std::size_t i = FetchingLoop<S0, S1, 2>(dc, 0, n, next, [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
     acc.first(whole(at));
     acc.second(whole(at + P));
   });
@@ -141,7 +141,9 @@ HWY_INLINE ChunkSums SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn:
   };
   return SumLoop<kWithSum, sizeof(T), 0>(
       dc, n, next, [&](std::size_t i) HWY_ATTR NORMKIT_ALWAYS_INLINE { return scaled(LoadPair<kEO>(dc, p + i)); },
-      [&](std::size_t i, std::size_t k) HWY_ATTR NORMKIT_ALWAYS_INLINE { return scaled(LoadPairTail<kEO>(dc, p + i, k)); });
+      [&](std::size_t i, std::size_t k) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+        return scaled(LoadPairTail<kEO>(dc, p + i, k));
+      });
 }
 
 // Fused pass 1: h = x + residual, rounded to h's dtype and stored; returns
@@ -151,7 +153,9 @@ HWY_INLINE ChunkSums SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn:
 template <bool kWithSum, bool kEO, bool kStreamH, class DC, class TX, class TR>
 HWY_INLINE ChunkSums FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
                                 std::size_t n, NextRows& next) {
-  auto add = [](Pair<DC> u, Pair<DC> v) HWY_ATTR NORMKIT_ALWAYS_INLINE { return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)}; };
+  auto add = [](Pair<DC> u, Pair<DC> v) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+    return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)};
+  };
   return SumLoop<kWithSum, sizeof(TX), sizeof(TR)>(
       dc, n, next,
       [&](std::size_t i) HWY_ATTR NORMKIT_ALWAYS_INLINE {
@@ -383,21 +387,22 @@ HWY_INLINE void OutputRow(DC dc, Src x, TY* y, const TW* HWY_RESTRICT w,
     const auto bv = K == NormKind::layer_norm ? LoadPairTail<kEO>(dc, b + i, n) : zero;
     StorePairTail<kEO>(dc, pair(LoadRowTail<kEO>(dc, x, i, n), LoadPairTail<kEO>(dc, w + i, n), bv), y + i, n);
   };
+  // The cursors in a local copy, kept in registers (as in SumLoop).
+  NextRows next = opts.next;
+  constexpr std::size_t S0 = sizeof(TY), S1 = kRowElementBytes<Src>;
   // Non-temporal stores need aligned addresses: peel up to the first. Pairs
   // of even/odd Arranged parameters start at 0, so such a row is not peeled
   // and, unless aligned, not streamed.
-  // The cursors in a local copy, kept in registers (as in SumLoop).
-  NextRows next = opts.next;
-  constexpr std::size_t S0 = sizeof(TY), S1 = kRowElementBytes<Src>, kMaxP = 2 * hn::MaxLanes(DC());
   const std::size_t head = StreamHead(y, P, D);
   if (opts.stream && !(kIsArranged<TW> && kEO && head != 0)) {
     if (head) partial(head);
-    i = FetchingLoop<S0, S1, kMaxP>(head, D, P, next, [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+    i = FetchingLoop<S0, S1, 1>(dc, head, D, next, [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
       StreamPair<kEO, kNaNFree>(dc, whole(at), y + at);
     });
   } else {
-    i = FetchingLoop<S0, S1, kMaxP>(0, D, P, next,
-                                    [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE { StorePair<kEO, kNaNFree>(dc, whole(at), y + at); });
+    i = FetchingLoop<S0, S1, 1>(dc, 0, D, next, [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+      StorePair<kEO, kNaNFree>(dc, whole(at), y + at);
+    });
   }
   opts.next = next;
   if (i < D) partial(D - i);

@@ -127,17 +127,18 @@ struct NextRows {
   }
 };
 
-// Runs step(i) at i, i + unit, ... while a whole unit fits below n, and
-// returns the index after the last. `next` advances once per group of units
-// that moves each cursor by at least a cache line (kMaxUnit: the most
-// elements a unit can hold on this target), then once per unit for the rest:
-// advance issues at least one prefetch per cursor and call, so a call per
-// 16-bit pair fetched each line four times, and the cursors' tests cost
-// about as many instructions as the pair (docs/kernels.md, "Fetching once
-// per line"). The units run in order, so sums accumulate as unit by unit.
-template <std::size_t S0, std::size_t S1, std::size_t kMaxUnit, class Step>
-HWY_INLINE std::size_t FetchingLoop(std::size_t i, std::size_t n, std::size_t unit, NextRows& next,
-                                    const Step& step) {
+// Runs step(i) at i, i + unit, ... while a whole unit of kPairs pairs of
+// dc's vectors fits below n, and returns the index after the last. `next`
+// advances once per group of units that moves each cursor by at least a
+// cache line, then once per unit for the rest: advance issues at least one
+// prefetch per cursor and call, so a call per 16-bit pair fetched each line
+// four times, and the cursors' tests cost about as many instructions as the
+// pair (docs/kernels.md, "Fetching once per line"). The units run in order,
+// so sums accumulate as unit by unit.
+template <std::size_t S0, std::size_t S1, std::size_t kPairs, class DC, class Step>
+HWY_INLINE std::size_t FetchingLoop(DC dc, std::size_t i, std::size_t n, NextRows& next, const Step& step) {
+  const std::size_t unit = kPairs * 2 * hn::Lanes(dc);
+  constexpr std::size_t kMaxUnit = kPairs * 2 * hn::MaxLanes(DC());
   constexpr std::size_t kSmallest = S1 == 0 ? S0 : std::min(S0, S1);
   // advance fetches half the covered elements' bytes (a row's two passes
   // share the next row), so a line needs 2·64 bytes' worth of elements.
