@@ -54,7 +54,7 @@ detail::Place place_of(const char* fn, const Arg& ref) {
 }
 
 // The first present argument's dtype, or `fallback`.
-DType first_dtype(std::initializer_list<Arg> args, DType fallback) {
+DType first_dtype(detail::Args args, DType fallback) {
   for (const Arg& a : args)
     if (a.present) return a.dtype;
   return fallback;

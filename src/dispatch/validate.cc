@@ -58,12 +58,10 @@ struct Span {
   std::int64_t rows;
   std::intptr_t stride;      // bytes between rows
   std::intptr_t width;       // bytes in a row
-
-  bool empty() const { return end == begin; }
 };
 
+// The span of an argument with bytes (has_bytes).
 Span span_of(const Arg& a) {
-  if (!has_bytes(a)) return {0, 0, 0, 0, 0};
   const auto es = static_cast<std::intptr_t>(dtype_size(a.dtype));
   const auto begin = reinterpret_cast<std::intptr_t>(a.data);
   const std::intptr_t stride = static_cast<std::intptr_t>(a.row_stride) * es;
@@ -165,7 +163,7 @@ void Validator::other_device(const Arg& a, const Arg& ref) const {
                         std::string(ref.name) + ")");
 }
 
-const Backend& Validator::device_backend(const Arg& ref, std::initializer_list<Arg> args) const {
+const Backend& Validator::device_backend(const Arg& ref, Args args) const {
   std::string why;
   const Backend* be = cuda_backend(ref.device_index, why);
   if (!be) fail(fn_, ref.name, "is on device " + where(ref) + ", expected cpu (" + why + ")");
@@ -183,27 +181,32 @@ void Validator::empty_width(std::int64_t rows) const {
   fail(fn_, "x", "has D = 0 with " + num(rows) + " rows, expected D >= 1 (a norm over no features has no mean)");
 }
 
-void Validator::no_overlap(std::initializer_list<Arg> outputs, std::initializer_list<Arg> inputs,
-                           std::initializer_list<InPlace> allowed) const {
-  // Each argument's span once; an argument without bytes has an empty one,
-  // which overlaps nothing. A call passes up to 4 outputs and 6 inputs; the
-  // arrays are left uninitialised beyond them (zeroing them cost more than
-  // the checks for a one-row call). More would be a bug in this library:
-  // stop rather than write past the arrays (an assert is off in release).
+void Validator::no_overlap(Args outputs, Args inputs, std::initializer_list<InPlace> allowed) const {
+  // The span of each argument with bytes, once: absent and empty arguments
+  // overlap nothing, so the pairs are formed from the others only (a plain
+  // op has two or three of its four outputs). A call passes up to 4 outputs
+  // and 6 inputs; more would be a bug in this library: stop rather than
+  // write past the arrays (an assert is off in release).
+  struct Spanned {
+    Span span;
+    const Arg* arg;
+  };
   constexpr std::size_t kMax = 8;
   if (outputs.size() > kMax || inputs.size() > kMax) std::abort();
-  Span out_spans[kMax], in_spans[kMax];
-  std::transform(outputs.begin(), outputs.end(), out_spans, span_of);
-  std::transform(inputs.begin(), inputs.end(), in_spans, span_of);
-  for (std::size_t i = 0; i < outputs.size(); ++i) {
-    if (out_spans[i].empty()) continue;
-    const Arg& o = outputs.begin()[i];
-    for (std::size_t k = i + 1; k < outputs.size(); ++k)
-      if (overlaps(out_spans[i], out_spans[k]))
-        fail(fn_, o.name, "overlaps output " + std::string(outputs.begin()[k].name) + ", expected separate memory");
-    for (std::size_t k = 0; k < inputs.size(); ++k) {
-      if (!overlaps(out_spans[i], in_spans[k])) continue;
-      const Arg& in = inputs.begin()[k];
+  Spanned outs[kMax], ins[kMax];
+  std::size_t n_out = 0, n_in = 0;
+  for (const Arg& a : outputs)
+    if (has_bytes(a)) outs[n_out++] = {span_of(a), &a};
+  for (const Arg& a : inputs)
+    if (has_bytes(a)) ins[n_in++] = {span_of(a), &a};
+  for (std::size_t i = 0; i < n_out; ++i) {
+    const Arg& o = *outs[i].arg;
+    for (std::size_t k = i + 1; k < n_out; ++k)
+      if (overlaps(outs[i].span, outs[k].span))
+        fail(fn_, o.name, "overlaps output " + std::string(outs[k].arg->name) + ", expected separate memory");
+    for (std::size_t k = 0; k < n_in; ++k) {
+      if (!overlaps(outs[i].span, ins[k].span)) continue;
+      const Arg& in = *ins[k].arg;
       const bool may_alias = std::any_of(allowed.begin(), allowed.end(), [&](const InPlace& ip) {
         return ip.output == o.name && ip.input == in.name;
       });

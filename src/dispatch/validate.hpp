@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <string_view>
@@ -45,6 +46,11 @@ struct Arg {
     return device == b.device && (device == Device::cpu || device_index == b.device_index);
   }
 };
+
+// The arguments a check looks at together, by reference: a list of the
+// views themselves would copy each one into the list, and a call builds
+// several lists.
+using Args = std::initializer_list<std::reference_wrapper<const Arg>>;
 
 // The checks are inline tests that a valid call passes in a few
 // instructions: for a single row they are most of a call's fixed cost. Each
@@ -105,14 +111,14 @@ class Validator {
 
   // Every present argument on the device of `ref` (x, or dy), which runs
   // the call.
-  void same_device(std::initializer_list<Arg> args, const Arg& ref) const {
+  void same_device(Args args, const Arg& ref) const {
     for (const Arg& a : args)
       if (a.present && !a.same_device(ref)) other_device(a, ref);
   }
   // The backend of ref's device; an Error naming ref when this build or
   // machine cannot run it. For CUDA, also checks that the device can
   // access every present argument's memory.
-  const Backend& backend(const Arg& ref, std::initializer_list<Arg> args) const {
+  const Backend& backend(const Arg& ref, Args args) const {
     if (ref.device == Device::cpu) return cpu_backend();
     return device_backend(ref, args);
   }
@@ -123,8 +129,7 @@ class Validator {
   struct InPlace {
     std::string_view output, input;
   };
-  void no_overlap(std::initializer_list<Arg> outputs, std::initializer_list<Arg> inputs,
-                  std::initializer_list<InPlace> allowed) const;
+  void no_overlap(Args outputs, Args inputs, std::initializer_list<InPlace> allowed) const;
 
  private:
   // Scalars enter the arithmetic of the activations' dtype: f32 unless x is f64.
@@ -143,7 +148,7 @@ class Validator {
   [[noreturn]] void bad_weight_offset(double offset, DType x) const;
   [[noreturn]] void empty_width(std::int64_t rows) const;
   [[noreturn]] void other_device(const Arg& a, const Arg& ref) const;
-  const Backend& device_backend(const Arg& ref, std::initializer_list<Arg> args) const;
+  const Backend& device_backend(const Arg& ref, Args args) const;
 
   std::string_view fn_;
 };
