@@ -27,7 +27,8 @@ if(n EQUAL 0)
 endif()
 
 set(string_fields impl simd op dtype)
-set(number_fields rows D threads median_ms gbps ceiling_gbps pct_of_ceiling bytes_read bytes_written)
+set(number_fields rows D threads median_ms gbps ceiling_gbps pct_of_ceiling bytes_read bytes_written clock_ghz
+                  clock_ghz_after)
 # The bench writes one record per line; parsing each line alone is linear,
 # where string(JSON GET) on the whole list for each record is quadratic.
 string(REGEX MATCHALL "\n  {[^\n]*}" lines "${json}")
@@ -65,6 +66,14 @@ foreach(line IN LISTS lines)
   foreach(f median_ms gbps ceiling_gbps pct_of_ceiling)
     if(NOT ${f} GREATER 0)
       message(FATAL_ERROR "record ${i}: ${f} = ${${f}} is not positive: ${rec}")
+    endif()
+  endforeach()
+
+  # The core clock from a chain of dependent adds (x86-64 and AArch64, where
+  # this suite runs): a real core's, not a chain folded away or not run.
+  foreach(f clock_ghz clock_ghz_after)
+    if(${f} LESS 0.2 OR ${f} GREATER 10)
+      message(FATAL_ERROR "record ${i}: ${f} = ${${f}} is not a core's clock: ${rec}")
     endif()
   endforeach()
 

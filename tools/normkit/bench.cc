@@ -128,7 +128,9 @@ size_class, where (L1/L2/L3/DRAM: where the rotated buffers fit), inputs
 (signed or positive), sets,
 working_set_bytes, bytes_read, bytes_written, median_ms, median_all_ms,
 min_ms, samples, preempted_samples, calls_per_sample, rounds, gbps, ceiling_gbps, pct_of_ceiling, copy_gbps, read_gbps,
-copy_method. impl "ceiling", op "copy_row": the copy of one row.
+copy_method, clock_ghz and clock_ghz_after (the core clock at the start and
+the end of the run: ns x GHz = cycles). impl "ceiling", op "copy_row": the
+copy of one row.
 Plot them with bench/plot_bench.py.
 )";
 
@@ -567,8 +569,10 @@ int bench_main(int argc, char** argv) {
   RunInfo info;
   info.quick = std::any_of(argv, argv + argc, [](const char* a) { return std::string_view(a) == "--quick"; });
   info.load_before = load_average();
+  info.clock_ghz_before = core_clock_ghz();
   Runner runner(o);
   runner.run_all();
+  info.clock_ghz_after = core_clock_ghz();
   info.load_after = load_average();
   info.cpu = cpu_model();
   info.simd = normkit::cpu_simd_target();

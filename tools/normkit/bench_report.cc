@@ -164,6 +164,17 @@ void target_line(std::FILE* out, const char* what, const Worst& w, double need, 
 
 }  // namespace
 
+namespace {
+// The core clock, so that times can be read in cycles (time in ns x GHz).
+void print_clock(std::FILE* out, const RunInfo& info) {
+  if (info.clock_ghz_before > 0)
+    std::fprintf(out,
+                 "core clock: %.2f GHz at start, %.2f at end (a chain of dependent adds, one cycle each; "
+                 "ns x GHz = cycles)\n",
+                 info.clock_ghz_before, info.clock_ghz_after);
+}
+}  // namespace
+
 void print_tables(std::FILE* out, const std::vector<Record>& rs, const RunInfo& info) {
   std::fprintf(out, "normkit bench — %s; kernels: %s\n", info.cpu.c_str(), info.simd.c_str());
   std::fprintf(out, "caches: %s; oneDNN: %s\n", info.caches.c_str(), info.onednn.c_str());
@@ -171,6 +182,7 @@ void print_tables(std::FILE* out, const std::vector<Record>& rs, const RunInfo& 
                "load average (1, 5, 15 min) at start: %s; at end: %s (the bench adds about its "
                "thread count; more means other work shared the cores)\n",
                info.load_before.c_str(), info.load_after.c_str());
+  print_clock(out, info);
   std::fprintf(out,
                "beyond cache: rows = %lld / D (at least 1), buffers rotated over %lld MiB; "
                "cache-resident: rows = %lld / D\n",
@@ -211,6 +223,7 @@ void print_tables(std::FILE* out, const std::vector<Record>& rs, const RunInfo& 
 void print_summary(std::FILE* out, const std::vector<Record>& rs, const RunInfo& info) {
   std::fprintf(out, "normkit bench%s — %s; kernels: %s; oneDNN: %s\n", info.quick ? " --quick" : "",
                info.cpu.c_str(), info.simd.c_str(), info.onednn.c_str());
+  print_clock(out, info);
   const auto normkit_in = [&](std::string_view c) {
     return std::any_of(rs.begin(), rs.end(), [&](const Record& r) { return r.impl == "normkit" && r.size_class == c; });
   };
@@ -397,7 +410,8 @@ void write_json(std::FILE* out, const std::vector<Record>& rs, const RunInfo& in
         "\"median_ms\": %.6g, \"median_all_ms\": %.6g, \"min_ms\": %.6g, \"samples\": %d, "
         "\"preempted_samples\": %d, \"calls_per_sample\": %d, \"rounds\": %d, "
         "\"gbps\": %.4g, \"ceiling_gbps\": %.4g, \"pct_of_ceiling\": %.4g, "
-        "\"copy_gbps\": %.4g, \"read_gbps\": %.4g, \"copy_ms\": %.6g, \"copy_method\": \"%s\"}%s\n",
+        "\"copy_gbps\": %.4g, \"read_gbps\": %.4g, \"copy_ms\": %.6g, \"copy_method\": \"%s\", "
+        "\"clock_ghz\": %.4g, \"clock_ghz_after\": %.4g}%s\n",
         r.impl.c_str(), info.simd.c_str(), r.op.c_str(), r.table_op ? sv(norm_name(r.table_op->norm)).c_str() : "",
         r.table_op ? sv(pass_name(r.table_op->pass)).c_str() : "",
         sv(dtype_name(r.shape.act)).c_str(), sv(dtype_name(r.shape.param)).c_str(),
@@ -407,7 +421,8 @@ void write_json(std::FILE* out, const std::vector<Record>& rs, const RunInfo& in
         static_cast<long long>(r.traffic.written), r.timing.median_s * 1e3,
         r.timing.median_all_s * 1e3, r.timing.min_s * 1e3, r.timing.samples, r.timing.preempted,
         r.timing.calls_per_sample, r.timing.rounds, r.gbps, r.ceiling_gbps, r.pct_of_ceiling,
-        r.copy_gbps, r.read_gbps, r.copy_s * 1e3, r.copy_method.c_str(), i + 1 == rs.size() ? "" : ",");
+        r.copy_gbps, r.read_gbps, r.copy_s * 1e3, r.copy_method.c_str(), info.clock_ghz_before, info.clock_ghz_after,
+        i + 1 == rs.size() ? "" : ",");
   }
   std::fprintf(out, "]\n");
 }

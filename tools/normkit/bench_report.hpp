@@ -44,6 +44,7 @@ struct RunInfo {
   std::string caches;        // "L1d 48 KiB, L2 2048 KiB, L3 491520 KiB (sysfs, CPU 0)"
   std::string onednn;        // version, or "not built"
   std::string load_before, load_after;  // /proc/loadavg at the start and the end
+  double clock_ghz_before = 0, clock_ghz_after = 0;  // core_clock_ghz() at the start and the end
   std::int64_t dram_elements = 0, cache_elements = 0, rotate_bytes = 0;
   bool quick = false;        // --quick: one round of short timings
 };
