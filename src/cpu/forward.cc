@@ -31,6 +31,11 @@ bool forward_streams(const ForwardArgs& a) {
 }
 
 bool fused_h_streams(const ForwardArgs& a) {
+  // Forming a bf16 h again means rounding it again: one instruction with
+  // the AVX-512 BF16 extension, 7 integer operations per vector without.
+  // Without it the 16-bit forward is bound by the core, and reading h back
+  // from cache costs less (docs/kernels.md, "Streaming a 16-bit h").
+  if (a.res_dtype == DType::bf16 && !g_bf16_instructions) return false;
   return a.residual && a.h != a.x && a.h != a.residual &&
          streams_output(a.h, a.rows, a.D, a.h_stride, dtype_size(a.res_dtype));
 }

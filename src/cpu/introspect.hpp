@@ -50,11 +50,12 @@ inline constexpr std::int64_t kStreamMinBytes = std::int64_t{4} << 20;
 // (cpu/pages.hpp).
 bool forward_streams(const ForwardArgs& a);
 // Whether the fused forward writes h with non-temporal stores: a large h,
-// already mapped in, that overwrites neither input. Its output pass then
-// forms h again (the sum, rounded to h's dtype) from the cached x and
-// residual rather than reading h back: an ordinary store of h reads each
-// line for ownership first, which made the fused op slower than an add and
-// a norm (docs/kernels.md).
+// already mapped in, that overwrites neither input, and not a bf16 h where
+// rounding to bf16 takes integer operations. Its output pass then forms h
+// again (the sum, rounded to h's dtype) from the cached x and residual
+// rather than reading h back: an ordinary store of h reads each line for
+// ownership first, which made the fused op slower than an add and a norm
+// (docs/kernels.md).
 bool fused_h_streams(const ForwardArgs& a);
 bool backward_streams(const BackwardArgs& a);
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cases.hpp"
+#include "cpu/forward_rows.hpp"
 #include "cpu/introspect.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/scratch.hpp"
@@ -362,12 +363,14 @@ TEST_P(Kernels, LargeOutputsWithStreamingStores) {
   }
 }
 
-// A large fused forward streams h and its output pass forms h again from
-// the cached x and residual (rounded to h's dtype): every output must be the
+// With h streamed, the fused forward's output pass forms h again from the
+// cached x and residual (rounded to h's dtype): every output must be the
 // bits of the same call with h in place of a copy of the residual, which
-// stores h normally and reads it back. Rows with a large mean (LayerNorm's
-// centred pass reads h back) and a row that overflows (the rescue reads it
-// too) are included.
+// stores h normally and reads it back. The streamed path runs here whether
+// or not fused_h_streams picks it on this CPU (not for a bf16 h rounded by
+// integer operations), and the policy is checked beside it. Rows with a
+// large mean (LayerNorm's centred pass reads h back) and a row that
+// overflows (the rescue reads it too) are included.
 TEST_P(Kernels, FusedForwardWithStreamedHMatchesStoredH) {
   struct Aligned {
     void* p;
@@ -430,8 +433,13 @@ TEST_P(Kernels, FusedForwardWithStreamedHMatchesStoredH) {
     f.rstd = rstd.data();
     f.x_dtype = xt;
     f.res_dtype = f.w_dtype = rt;
-    ASSERT_TRUE(detail::fused_h_streams(f));
-    detail::cpu_forward(f);
+    const std::string what = std::string(norm_title(kind)) + " " + std::string(dtype_name(xt));
+    EXPECT_EQ(detail::fused_h_streams(f), rt != DType::bf16 || detail::g_bf16_instructions) << what;
+    const detail::ForwardStreams streamed{detail::forward_streams(f), true};
+    if (kind == NormKind::layer_norm)
+      detail::forward_rows<NormKind::layer_norm>(f, 0, rows, streamed);
+    else
+      detail::forward_rows<NormKind::rms_norm>(f, 0, rows, streamed);
     ForwardArgs g = f;
     g.residual = g.h = h_in_place.p;
     g.y = y2.p;
@@ -439,7 +447,6 @@ TEST_P(Kernels, FusedForwardWithStreamedHMatchesStoredH) {
     g.rstd = rstd2.data();
     ASSERT_FALSE(detail::fused_h_streams(g)) << "h over an input is never streamed";
     detail::cpu_forward(g);
-    const std::string what = std::string(norm_title(kind)) + " " + std::string(dtype_name(xt));
     EXPECT_EQ(std::memcmp(h.p, h_in_place.p, n * rs), 0) << what << ": h";
     EXPECT_EQ(std::memcmp(y.p, y2.p, n * xs), 0) << what << ": y";
     EXPECT_EQ(rstd, rstd2) << what << ": rstd";
