@@ -98,14 +98,14 @@ struct SumAcc {
   }
 };
 
-// The pass-1 loop over a chunk of n elements, stepping over pairs of
-// vectors (see Pair in pairs-inl.hpp): units of two pairs (see
-// FetchingLoop), then at most one whole pair and a zero-padded tail. whole(i)
-// gives the pair at i, part(i, k) the k < P elements at i zero-padded
-// (padding adds 0 to both sums). `next` is fetched as the pass goes (see NextRows); S0 and S1 are the
-// element sizes of the arrays it fetches. The plain and the fused pass 1 both
-// run this loop, so the fused op's sums of h associate exactly as the plain
-// op's sums of the same h.
+// The pass-1 loop over a chunk of n elements, stepping over pairs of vectors
+// (see Pair in pairs-inl.hpp): units of two pairs (see FetchingLoop), then
+// at most one whole pair and a zero-padded tail. whole(i) gives the pair at
+// i, part(i, k) the k < P elements at i zero-padded (padding adds 0 to both
+// sums). `next` is fetched as the pass goes (see NextRows); S0 and S1 are
+// the element sizes of the arrays it fetches. The plain and the fused pass 1
+// both run this loop, so the fused op's sums of h associate exactly as the
+// plain op's sums of the same h.
 template <bool kWithSum, std::size_t S0, std::size_t S1, class DC, class Whole, class Part>
 HWY_INLINE ChunkSums SumLoop(DC dc, std::size_t n, NextRows& next_rows, const Whole& whole, const Part& part) {
   const std::size_t P = 2 * hn::Lanes(dc);

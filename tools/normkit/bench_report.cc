@@ -162,9 +162,6 @@ void target_line(std::FILE* out, const char* what, const Worst& w, double need, 
                  o.value >= need ? "" : "  <- not met");
 }
 
-}  // namespace
-
-namespace {
 // The core clock, so that times can be read in cycles (time in ns x GHz).
 void print_clock(std::FILE* out, const RunInfo& info) {
   if (info.clock_ghz_before > 0)

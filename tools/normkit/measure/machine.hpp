@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <limits>
 #include <string>
 
 namespace normkit::bench {
@@ -37,7 +38,7 @@ inline std::string load_average() {
 inline double core_clock_ghz() {
 #if defined(__x86_64__) || defined(__aarch64__)
   constexpr std::int64_t kLoops = 200'000, kAddsPerLoop = 10;  // about 1 ms a try
-  double best_ns = 0;
+  double best_ns = std::numeric_limits<double>::infinity();
   for (int attempt = 0; attempt < 64; ++attempt) {
     std::int64_t x = 1, n = kLoops;
     const auto t0 = std::chrono::steady_clock::now();
@@ -57,7 +58,7 @@ inline double core_clock_ghz() {
         : "+r"(x), "+r"(n)::"cc");
 #endif
     const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-    best_ns = attempt == 0 ? ns : std::min(best_ns, ns);
+    best_ns = std::min(best_ns, ns);
   }
   return static_cast<double>(kLoops * kAddsPerLoop) / best_ns;
 #else
