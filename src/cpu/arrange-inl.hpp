@@ -62,41 +62,72 @@ inline bool ArrangesParams(std::int64_t rows, std::size_t arranged_row_bytes) {
   return rows >= kArrangeMinRows && arranged_row_bytes <= kArrangeMaxRowBytes;
 }
 
-// gw = w + off and gb = b (if b is not null) as Arranged rows for loops of
-// layout kEO, in the compute type: the same values the loops would form
-// from w and b themselves, so results do not depend on the arrangement.
-// Returns whether every value written is finite (the forward's NaN-free
-// rows need it), found on the way at two integer operations per vector.
-template <bool kEO, class DC, class TW>
-HWY_NOINLINE bool ArrangeParams(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_RESTRICT b, std::size_t D,
-                                hn::TFromD<DC> off, Arranged<hn::TFromD<DC>>* HWY_RESTRICT gw,
-                                Arranged<hn::TFromD<DC>>* HWY_RESTRICT gb) {
+// Calls each(v, i, is_bias) with the vectors of gw = w + off and, if b is
+// not null, of gb = b, pair by pair in layout kEO (i: the first element of
+// v's lanes in that layout), in the compute type: the values the output
+// pass forms from w and b itself (WriteRow), so nothing depends on whether
+// they were arranged.
+template <bool kEO, class DC, class TW, class Each>
+HWY_INLINE void ForEachParamPair(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_RESTRICT b, std::size_t D,
+                                 hn::TFromD<DC> off, Each each) {
   const std::size_t N = hn::Lanes(dc);
   const std::size_t P = 2 * N;
   const auto Off = hn::Set(dc, off);
   auto load = [&](const TW* p, std::size_t i) HWY_ATTR {
     return D - i >= P ? LoadPair<kEO>(dc, p + i) : LoadPairTail<kEO>(dc, p + i, D - i);
   };
-  // The largest exponent field written: all ones only for Inf and NaN.
-  const hn::RebindToUnsigned<DC> du;
-  const auto exponent = hn::BitCast(du, hn::Set(dc, std::numeric_limits<hn::TFromD<DC>>::infinity()));
-  auto widest = hn::Zero(du);
-  auto store = [&](hn::Vec<DC> v, Arranged<hn::TFromD<DC>>* to) HWY_ATTR {
-    widest = hn::Max(widest, hn::And(hn::BitCast(du, v), exponent));
-    hn::StoreU(v, dc, &to->v);
-  };
   for (std::size_t i = 0; i < D; i += P) {
     const Pair<DC> wv = load(w, i);
-    // As the output pass forms w + off (WriteRow): w itself when off is 0.
-    store(off == 0 ? wv.a : hn::Add(wv.a, Off), &gw[i]);
-    store(off == 0 ? wv.b : hn::Add(wv.b, Off), &gw[i + N]);
+    each(off == 0 ? wv.a : hn::Add(wv.a, Off), i, false);
+    each(off == 0 ? wv.b : hn::Add(wv.b, Off), i + N, false);
     if (b) {
       const Pair<DC> bv = load(b, i);
-      store(bv.a, &gb[i]);
-      store(bv.b, &gb[i + N]);
+      each(bv.a, i, true);
+      each(bv.b, i + N, true);
     }
   }
-  return hn::AllFalse(du, hn::Eq(widest, exponent));
+}
+
+// Tracks whether every vector it is shown is finite: the largest exponent
+// field, all ones only for Inf and NaN, at two integer operations per vector.
+template <class DC>
+class FiniteCheck {
+ public:
+  HWY_INLINE FiniteCheck()
+      : exponent_(hn::BitCast(du_, hn::Set(DC(), std::numeric_limits<hn::TFromD<DC>>::infinity()))),
+        widest_(hn::Zero(du_)) {}
+  HWY_INLINE void operator()(hn::Vec<DC> v) { widest_ = hn::Max(widest_, hn::And(hn::BitCast(du_, v), exponent_)); }
+  HWY_INLINE bool finite() const { return hn::AllFalse(du_, hn::Eq(widest_, exponent_)); }
+
+ private:
+  hn::RebindToUnsigned<DC> du_;
+  hn::Vec<decltype(du_)> exponent_, widest_;
+};
+
+// gw = w + off and gb = b (if b is not null) as Arranged rows for loops of
+// layout kEO (ForEachParamPair). Returns whether every value written is
+// finite (the forward's NaN-free rows need it).
+template <bool kEO, class DC, class TW>
+HWY_NOINLINE bool ArrangeParams(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_RESTRICT b, std::size_t D,
+                                hn::TFromD<DC> off, Arranged<hn::TFromD<DC>>* HWY_RESTRICT gw,
+                                Arranged<hn::TFromD<DC>>* HWY_RESTRICT gb) {
+  FiniteCheck<DC> check;
+  ForEachParamPair<kEO>(dc, w, b, D, off, [&](hn::Vec<DC> v, std::size_t i, bool is_bias) HWY_ATTR {
+    check(v);
+    hn::StoreU(v, dc, &(is_bias ? gb : gw)[i].v);
+  });
+  return check.finite();
+}
+
+// Whether every w + off and b (if b is not null) is finite, for rows whose
+// parameters are not arranged: a pass over them, which pays where it spares
+// enough rows a rounding case (WriteRow).
+template <bool kEO, class DC, class TW>
+HWY_NOINLINE bool ParamsFinite(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_RESTRICT b, std::size_t D,
+                               hn::TFromD<DC> off) {
+  FiniteCheck<DC> check;
+  ForEachParamPair<kEO>(dc, w, b, D, off, [&](hn::Vec<DC> v, std::size_t, bool) HWY_ATTR { check(v); });
+  return check.finite();
 }
 
 // This thread's arranged weight (+ off) and, if b is not null, bias for

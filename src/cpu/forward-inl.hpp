@@ -321,8 +321,8 @@ inline constexpr std::size_t kRowElementBytes<SumRow<TX, TR>> = sizeof(TR);
 
 // How the output pass writes y: `stream`, non-temporal stores for outputs
 // too large to stay in cache; `next`, the next row to fetch meanwhile;
-// `params_finite`, every gain and bias is known to be finite (arranged
-// parameters; ArrangeParams finds it), so rows with a finite x̂ are NaN-free
+// `params_finite`, every gain and bias is known to be finite (ArrangeParams
+// or ParamsFinite finds it), so rows with a finite x̂ are NaN-free
 // (WriteRow).
 struct OutputOpts {
   bool stream = false;
@@ -627,7 +627,16 @@ void ForwardRowsWithParams(const ForwardArgs& a, std::int64_t begin, std::int64_
                                                            static_cast<C>(a.weight_offset));
     if (g.w) return ForwardRowLoop<K, C, TX, TR>(a, begin, end, stream, g.w, g.b, 0.0, g.finite);
   }
-  ForwardRowLoop<K, C, TX, TR>(a, begin, end, stream, w, b, a.weight_offset, false);
+  // Parameters read as stored: for bf16 rows, a pass over them finds whether
+  // they are finite (WriteRow's NaN-free rows), as arranging would have,
+  // where there are as many rows as arranging asks for.
+  bool finite = false;
+  if constexpr (kEvenOdd<TX>) {
+    if (end - begin >= kArrangeMinRows)
+      finite = ParamsFinite<kEvenOdd<TW>>(hn::ScalableTag<C>(), w, K == NormKind::layer_norm ? b : nullptr,
+                                          static_cast<std::size_t>(a.D), static_cast<C>(a.weight_offset));
+  }
+  ForwardRowLoop<K, C, TX, TR>(a, begin, end, stream, w, b, a.weight_offset, finite);
 }
 
 // The valid (residual, weight) dtypes for 16-bit x: x's own or f32.
