@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cpu/introspect.hpp"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -30,8 +31,9 @@ namespace normkit::detail::HWY_NAMESPACE {
 // hardware prefetcher has followed it.
 //
 // Wider rows fetch only the next row, into L2, and only while no array's
-// row exceeds kMaxAheadBytes: the current row's inputs must stay in L2 until
-// its last pass, next to the parameters (and the backward's partials).
+// row exceeds g_next_row_max_bytes (introspect.hpp): the current row's
+// inputs must stay in L2 until its last pass, next to the parameters (and
+// the backward's partials), where L2 can hold them.
 //
 // A row with a wider array is fetched from within: the first pass fetches
 // its own row kInRowAheadBytes (a page) ahead of where it reads, into L2, and
@@ -41,7 +43,6 @@ namespace normkit::detail::HWY_NAMESPACE {
 // Each rule's measurements: docs/kernels.md ("Memory", and "Fetching a wide
 // row from within").
 inline constexpr std::size_t kNearAheadBytes = 4 * 1024;
-inline constexpr std::size_t kMaxAheadBytes = 128 * 1024;
 inline constexpr std::size_t kInRowAheadBytes = 4 * 1024;
 
 struct NextRows {
@@ -64,7 +65,7 @@ struct NextRows {
     const std::ptrdiff_t step0 = stride0 * std::ptrdiff_t{S0}, step1 = stride1 * std::ptrdiff_t{S1};
     p0 = p1 = n0 = n1 = nullptr;
     e0 = e1 = nullptr;
-    if (D * std::max(S0, S1) > kMaxAheadBytes) {  // a wide row: fetched from within
+    if (D * std::max(S0, S1) > g_next_row_max_bytes) {  // a wide row: fetched from within
       p0 = a + kInRowAheadBytes;
       e0 = a + D * S0;
       if (b) {

@@ -1,6 +1,7 @@
-// The SIMD-target hooks of introspect.hpp: which Highway targets the kernels
-// were compiled for, forcing one of them, the one dispatch picks now, and the
-// AVX-512 BF16 switch. For tests and tools only; no kernel lives here.
+// The CPU facts of introspect.hpp: which Highway targets the kernels were
+// compiled for, forcing one of them, the one dispatch picks now, the
+// AVX-512 BF16 switch, and the widest row fetched ahead. No kernel lives
+// here.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/targets.cc"
@@ -8,6 +9,9 @@
 
 #include <hwy/highway.h>
 
+#include <unistd.h>
+
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -57,6 +61,11 @@ bool cpu_has_bf16_instructions() {
 }
 
 void use_bf16_instructions(bool on) { g_bf16_instructions = on && cpu_has_bf16_instructions(); }
+
+std::size_t next_row_max_bytes() {
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return l2 > 0 && l2 <= (512 << 10) ? 256 << 10 : 128 << 10;
+}
 
 }  // namespace normkit::detail
 #endif  // HWY_ONCE
