@@ -35,14 +35,10 @@ inline bool g_bf16_instructions = cpu_has_bf16_instructions();
 void use_bf16_instructions(bool on);  // on takes effect only where the CPU has them
 
 // The most bytes one array's row may have for the kernels to fetch the next
-// row ahead (NextRows in prefetch-inl.hpp; wider rows are fetched from
-// within): 128 KiB, or 256 KiB on a core whose L2 is at most 512 KiB. There
-// an f32 row of 65536 with its weight already fills L2, so the current row
-// is read back from L3 whatever is fetched, and fetching the next row
-// overlaps its memory reads with the output pass; on the larger L2 of the
-// hosts that set 128 KiB, rows above it lost to the fetch (docs/kernels.md,
-// "Fetching a wide row from within"). The L2 size is glibc's (0 when
-// unknown: 128 KiB).
+// row ahead (NextRows, prefetch-inl.hpp; wider rows are fetched from within):
+// 256 KiB on a core whose L2 is at most 512 KiB, where such a row cannot stay
+// in L2 whatever is fetched, else 128 KiB. L2 size from glibc (unknown: 128
+// KiB). Measured in docs/kernels.md, "Fetching a wide row from within".
 std::size_t next_row_max_bytes();
 inline const std::size_t g_next_row_max_bytes = next_row_max_bytes();
 
