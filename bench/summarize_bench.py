@@ -7,8 +7,9 @@
 Tables, for each size class and thread count present:
   * normkit's % of the bandwidth ceiling, op x dtype against D;
   * normkit's speed-up over oneDNN and over the naive loops (their time / normkit's);
-  * RMSNorm time / LayerNorm time, and fused speed-up (add then norm / fused,
-    backward then add / fused backward);
+  * RMSNorm time / LayerNorm time, fused speed-up (add then norm / fused,
+    backward then add / fused backward), and what the parameter gradients
+    cost (backward / backward of dx alone);
 and, for the one-row class, normkit's time against the time to copy the row.
 """
 
@@ -18,6 +19,7 @@ import sys
 from collections import defaultdict
 
 OPS = ["layer_norm", "rms_norm", "layer_norm_backward", "rms_norm_backward",
+       "layer_norm_backward_dx", "rms_norm_backward_dx",
        "add_layer_norm", "add_rms_norm", "add_then_layer_norm", "add_then_rms_norm",
        "add_layer_norm_backward", "add_rms_norm_backward",
        "layer_norm_backward_then_add", "rms_norm_backward_then_add"]
@@ -86,7 +88,7 @@ def main():
                     print(f"\n#### {other} time / normkit time (> 1: normkit faster) — {title}\n")
                     print(table(["op", "dtype"] + dcols, rows))
 
-            print(f"\n#### RMSNorm time / LayerNorm time, and fused speed-up (normkit) — {title}\n")
+            print(f"\n#### RMSNorm time / LayerNorm time, fused speed-up, parameter gradients' cost (normkit) — {title}\n")
             pairs = [("forward", "layer_norm", "rms_norm"),
                      ("backward", "layer_norm_backward", "rms_norm_backward"),
                      ("fused add+norm", "add_layer_norm", "add_rms_norm"),
@@ -109,6 +111,13 @@ def main():
                              for D in widths]
                     if any(x != "–" for x in cells):
                         rows.append([f"fused speed-up {norm}", dt] + cells)
+            for norm, full, dx_only in (("LayerNorm", "layer_norm_backward", "layer_norm_backward_dx"),
+                                        ("RMSNorm", "rms_norm_backward", "rms_norm_backward_dx")):
+                for dt in DTYPES:
+                    cells = [fmt(ratio(get("normkit", full, dt, D, t, c), get("normkit", dx_only, dt, D, t, c)), ".2f")
+                             for D in widths]
+                    if any(x != "–" for x in cells):
+                        rows.append([f"parameter gradients {norm} (bwd / dx alone)", dt] + cells)
             print(table(["ratio", "dtype"] + dcols, rows))
 
             if c == "row":

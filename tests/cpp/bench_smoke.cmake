@@ -1,7 +1,7 @@
 # Keeps `normkit bench` from rotting: runs it in --smoke mode with --json and
 # checks the output is a JSON list of records with the required fields, that
 # every op of the bench's table was timed through normkit for every dtype,
-# and that the byte counts of LayerNorm forward are exact. No timing is
+# and that the byte counts of three ops are exact. No timing is
 # asserted (benchmarks are not tests), only that times and rates are positive.
 #
 # Usage: cmake -DNORMKIT=<path to the normkit binary> -P bench_smoke.cmake
@@ -79,7 +79,7 @@ foreach(line IN LISTS lines)
 
   if(impl STREQUAL "normkit")
     list(APPEND seen "${op}/${dtype}")
-    # Exact byte counts for two ops: each array read or written once.
+    # Exact byte counts for three ops: each array read or written once.
     if(dtype STREQUAL "f32")
       set(size 4)
     else()
@@ -90,6 +90,11 @@ foreach(line IN LISTS lines)
       # x and y (rows·D each), weight and bias (D each, same dtype), mean and rstd (rows f32 each).
       math(EXPR want_read "${rows} * ${D} * ${size} + 2 * ${D} * ${size}")
       math(EXPR want_written "${rows} * ${D} * ${size} + 2 * ${rows} * 4")
+    elseif(op STREQUAL "layer_norm_backward_dx")
+      # Reads dy and x (rows·D each), weight (D), mean and rstd (rows f32
+      # each); writes dx (rows·D) alone: no parameter gradients.
+      math(EXPR want_read "2 * ${rows} * ${D} * ${size} + ${D} * ${size} + 2 * ${rows} * 4")
+      math(EXPR want_written "${rows} * ${D} * ${size}")
     elseif(op STREQUAL "add_rms_norm_backward")
       # Reads dy, h and dh_out (rows·D each), weight (D), rstd (rows f32);
       # writes dh (rows·D) and dweight (D).
@@ -104,9 +109,9 @@ foreach(line IN LISTS lines)
   endif()
 endforeach()
 
-foreach(op layer_norm rms_norm layer_norm_backward rms_norm_backward add_layer_norm add_rms_norm
-           add_then_layer_norm add_then_rms_norm add_layer_norm_backward add_rms_norm_backward
-           layer_norm_backward_then_add rms_norm_backward_then_add)
+foreach(op layer_norm rms_norm layer_norm_backward rms_norm_backward layer_norm_backward_dx rms_norm_backward_dx
+           add_layer_norm add_rms_norm add_then_layer_norm add_then_rms_norm add_layer_norm_backward
+           add_rms_norm_backward layer_norm_backward_then_add rms_norm_backward_then_add)
   foreach(dtype f32 bf16 f16)
     if(NOT "${op}/${dtype}" IN_LIST seen)
       message(FATAL_ERROR "no normkit record for ${op} ${dtype}")

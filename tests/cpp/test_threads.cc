@@ -1,5 +1,6 @@
 // Determinism: every output, including the parameter gradients reduced
-// over rows, is bitwise identical for 1, 2 and 7 threads.
+// over rows, is bitwise identical for 1, 2 and 7 threads, and a backward's
+// outputs do not depend on which parameter gradients it is asked for.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,6 +51,48 @@ TEST(Determinism, BitwiseAcrossThreadCounts) {
       set_num_threads(0);
     }
   }
+}
+
+// A backward asked for dx alone (frozen parameters), or for one of dweight
+// and dbias, skips the other partial sums and splits the rows differently;
+// what it writes is the same bits as the call asked for every gradient.
+TEST(Determinism, BackwardBitwiseWhateverGradientsAreAsked) {
+  std::mt19937_64 rng(10);
+  set_num_threads(2);
+  for (const Case& c : all_cases()) {
+    if (c.affine == Affine::none || c.affine == Affine::bias) continue;
+    const bool layer = c.op == NormKind::layer_norm;
+    for (auto [rows, D] : {std::pair<std::int64_t, std::int64_t>{1000, 768}, {70, 111}, {5, 65537}}) {
+      Array x(c.x, rows, D), dy(c.x, rows, D);
+      fill_normal(x, rng, 0.5, 2.0);
+      fill_normal(dy, rng);
+      const Params p = make_params(c, D, rng);
+      const Outputs all = run_all(c, x, dy, p);
+      Array mean(stat_dtype(c.x), 1, rows), rstd(stat_dtype(c.x), 1, rows), y(c.x, rows, D);
+      if (layer)
+        layer_norm(x.cmat(), p.w(), p.b(), 1e-5, y.mat(), mean.vec(), rstd.vec());
+      else
+        rms_norm(x.cmat(), p.w(), 1e-5, y.mat(), rstd.vec(), p.offset);
+      for (int asked = 0; asked < (layer ? 3 : 1); ++asked) {  // none, dweight, dbias
+        SCOPED_TRACE(name_of(c) + " rows=" + std::to_string(rows) + " D=" + std::to_string(D) +
+                     (asked == 0 ? " dx alone" : asked == 1 ? " dx, dweight" : " dx, dbias"));
+        Array dx(c.x, rows, D), dweight(c.w, 1, D), dbias(c.w, 1, D);
+        const Vector dw = asked == 1 ? dweight.vec() : Vector{}, db = asked == 2 ? dbias.vec() : Vector{};
+        if (layer)
+          layer_norm_backward(dy.cmat(), x.cmat(), mean.cvec(), rstd.cvec(), p.w(), dx.mat(), dw, db);
+        else
+          rms_norm_backward(dy.cmat(), x.cmat(), rstd.cvec(), p.w(), dx.mat(), {}, p.offset);
+        EXPECT_TRUE(dx.bytes() == all.dx);
+        if (asked == 1) {
+          EXPECT_TRUE(dweight.bytes() == all.dweight);
+        }
+        if (asked == 2) {
+          EXPECT_TRUE(dbias.bytes() == all.dbias);
+        }
+      }
+    }
+  }
+  set_num_threads(0);
 }
 
 TEST(Threading, SettingIsReadBack) {

@@ -38,12 +38,13 @@ using namespace normkit::bench;
 
 constexpr const char* kHelp = R"(usage: normkit bench [options]
 
-Times LayerNorm and RMSNorm (forward, backward, fused add+norm forward and
-backward, and each fused op's two separate calls) through the public API,
-next to the bytes each call must move, the GB/s reached, and the
-memory-bandwidth ceiling (copy and read loops) measured in the same run at
-the same working-set size and thread count. Baselines in the same run: the naive two-pass scalar loops
-a user would write, and oneDNN's layer normalization (if built with it).
+Times LayerNorm and RMSNorm (forward, backward with and without the parameter
+gradients, fused add+norm forward and backward, and each fused op's two
+separate calls) through the public API, next to the bytes each call must
+move, the GB/s reached, and the memory-bandwidth ceiling (copy and read
+loops) measured in the same run at the same working-set size and thread
+count. Baselines in the same run: the naive two-pass scalar loops a user
+would write, and oneDNN's layer normalization (if built with it).
 
 Size classes:
   dram   rows = ELEMENTS / D; each call gets the next of enough buffer sets
@@ -71,10 +72,11 @@ options:
                      dtype); the naive baseline, which has one dtype, is left
                      out of those cells
   --output FILE      also write the JSON records to FILE
-  --ops LIST         op names (layer_norm, rms_norm_backward, add_rms_norm,
-                     add_then_layer_norm, add_rms_norm_backward,
-                     rms_norm_backward_then_add, ...) or passes (forward,
-                     backward, fused, add_then_norm, fused_backward,
+  --ops LIST         op names (layer_norm, rms_norm_backward,
+                     rms_norm_backward_dx, add_rms_norm, add_then_layer_norm,
+                     add_rms_norm_backward, rms_norm_backward_then_add, ...)
+                     or passes (forward, backward, backward_dx: dx alone,
+                     fused, add_then_norm, fused_backward,
                      backward_then_add)                    [all]
   --norms LIST       layer, rms                            [both]
   --dtypes LIST      f32, bf16, f16                        [all three]

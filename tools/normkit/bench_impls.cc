@@ -68,6 +68,13 @@ Call normkit_prepare(const Op& op, const Shape& s, std::span<const Tensors> sets
           rms_norm_backward(v.m(A::dy), v.m(A::x), v.stat(A::rstd), v.param(A::weight),
                             v.m(A::dx), v.param(A::dweight));
         return;
+      case Pass::backward_dx:  // no dweight or dbias: the call skips their partial sums
+        if (ln)
+          layer_norm_backward(v.m(A::dy), v.m(A::x), v.stat(A::mean), v.stat(A::rstd),
+                              v.param(A::weight), v.m(A::dx));
+        else
+          rms_norm_backward(v.m(A::dy), v.m(A::x), v.stat(A::rstd), v.param(A::weight), v.m(A::dx));
+        return;
       case Pass::fused:
         if (ln)
           add_layer_norm(v.m(A::x), v.m(A::residual), v.param(A::weight), v.param(A::bias), kEps,

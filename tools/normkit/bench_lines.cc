@@ -70,7 +70,8 @@ void alias_outputs(const Op& op, Tensors& t) {
   const auto over = [&](Array out, Array in) { t.p[static_cast<std::size_t>(out)] = t[in]; };
   switch (op.pass) {
     case Pass::forward: over(Array::y, Array::x); break;
-    case Pass::backward: over(Array::dx, Array::dy); break;
+    case Pass::backward:
+    case Pass::backward_dx: over(Array::dx, Array::dy); break;
     case Pass::fused: over(Array::h, Array::residual), over(Array::y, Array::x); break;
     case Pass::fused_backward: over(Array::dh, Array::dh_out); break;
     default: throw std::invalid_argument("--in-place: " + std::string(op.name) + " is two calls; not with --in-place");

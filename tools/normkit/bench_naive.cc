@@ -63,13 +63,15 @@ void rms_norm(const T* x, const T* weight, float eps, T* y, float* rstd, std::in
 // dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) [+ dh_out], g = weight·dy,
 // x̂ = (x − mean)·rstd; dweight = Σ_rows dy·x̂, dbias = Σ_rows dy. For RMSNorm
 // mean is 0 and the mean(g) term is absent. dh_out: null, or added before
-// dx is rounded (the fused backward). acc_w, acc_b: (D) float accumulators.
+// dx is rounded (the fused backward). dweight: null for dx alone.
+// acc_w, acc_b: (D) float accumulators.
 template <class T>
 void norm_backward(bool layer, const T* dy, const T* x, const float* mean, const float* rstd,
                    const T* weight, const T* dh_out, T* dx, T* dweight, T* dbias, std::int64_t rows,
                    std::int64_t D, std::vector<float>& acc_w, std::vector<float>& acc_b) {
-  acc_w.assign(static_cast<std::size_t>(D), 0.0f);
-  acc_b.assign(static_cast<std::size_t>(D), 0.0f);
+  const bool params = dweight != nullptr;
+  acc_w.assign(static_cast<std::size_t>(params ? D : 0), 0.0f);
+  acc_b.assign(static_cast<std::size_t>(params ? D : 0), 0.0f);
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* dyr = dy + r * D;
     const T* xr = x + r * D;
@@ -81,8 +83,10 @@ void norm_backward(bool layer, const T* dy, const T* x, const float* mean, const
       const float g = load(weight, i) * load(dyr, i);
       sum_g += g;
       sum_gx += g * xh;
-      acc_w[static_cast<std::size_t>(i)] += load(dyr, i) * xh;
-      acc_b[static_cast<std::size_t>(i)] += load(dyr, i);
+      if (params) {
+        acc_w[static_cast<std::size_t>(i)] += load(dyr, i) * xh;
+        acc_b[static_cast<std::size_t>(i)] += load(dyr, i);
+      }
     }
     const float mg = layer ? sum_g / static_cast<float>(D) : 0.0f;
     const float mgx = sum_gx / static_cast<float>(D);
@@ -92,7 +96,7 @@ void norm_backward(bool layer, const T* dy, const T* x, const float* mean, const
       store(dxr, i, s * (load(weight, i) * load(dyr, i) - mg - xh * mgx) + extra);
     }
   }
-  for (std::int64_t i = 0; i < D; ++i) {
+  for (std::int64_t i = 0; params && i < D; ++i) {
     store(dweight, i, acc_w[static_cast<std::size_t>(i)]);
     if (layer) store(dbias, i, acc_b[static_cast<std::size_t>(i)]);
   }
@@ -130,6 +134,11 @@ Call prepare_typed(const Op& op, const Shape& s, std::span<const Tensors> sets) 
         norm_backward(ln, at(Array::dy), at(Array::x), stat(Array::mean), stat(Array::rstd),
                       at(Array::weight), static_cast<const T*>(nullptr), at(Array::dx), at(Array::dweight),
                       at(Array::dbias), s.rows, s.D, *acc_w, *acc_b);
+        return;
+      case Pass::backward_dx:
+        norm_backward(ln, at(Array::dy), at(Array::x), stat(Array::mean), stat(Array::rstd),
+                      at(Array::weight), static_cast<const T*>(nullptr), at(Array::dx),
+                      static_cast<T*>(nullptr), static_cast<T*>(nullptr), s.rows, s.D, *acc_w, *acc_b);
         return;
       case Pass::fused:  // a row's add, then that row's norm
         for (std::int64_t r = 0; r < s.rows; ++r) {

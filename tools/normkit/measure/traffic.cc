@@ -12,6 +12,7 @@ std::string_view pass_name(Pass p) {
   switch (p) {
     case Pass::forward: return "forward";
     case Pass::backward: return "backward";
+    case Pass::backward_dx: return "backward_dx";
     case Pass::fused: return "fused";
     case Pass::add_then_norm: return "add_then_norm";
     case Pass::fused_backward: return "fused_backward";

@@ -24,7 +24,8 @@ namespace normkit::measure {
 
 enum class Pass : std::uint8_t {
   forward,        // y = norm(x)
-  backward,       // dx (and dweight, dbias) from dy, x and the saved statistics
+  backward,       // dx, dweight (and dbias) from dy, x and the saved statistics
+  backward_dx,    // dx alone: the backward of a norm whose parameters are frozen
   fused,          // h = x + residual, y = norm(h), in one call
   add_then_norm,  // the same as two calls: an add, then the plain norm of h
   fused_backward,     // dh = norm_backward(dy) + dh_out, in one call
@@ -32,7 +33,8 @@ enum class Pass : std::uint8_t {
 };
 
 constexpr bool is_backward(Pass p) {
-  return p == Pass::backward || p == Pass::fused_backward || p == Pass::backward_then_add;
+  return p == Pass::backward || p == Pass::backward_dx || p == Pass::fused_backward ||
+         p == Pass::backward_then_add;
 }
 
 // The fused passes and the same work as two calls.
@@ -76,7 +78,8 @@ struct Op {
 
 // The ops the bench times. Forward ops save their statistics (the training
 // forward); backward ops produce every gradient (x stands for h in the fused
-// backward). add_then_* reads h a second time: that extra pass over h is
+// backward), except *_backward_dx, the same function asked for dx alone, as
+// when fine-tuning leaves the norms' parameters frozen. add_then_* reads h a second time: that extra pass over h is
 // exactly what the fused op saves; *_backward_then_add writes dx and reads it
 // back, the two passes the fused backward saves.
 inline constexpr Op kOps[] = {
@@ -89,6 +92,10 @@ inline constexpr Op kOps[] = {
      {Array::dx, Array::dweight, Array::dbias}},
     {"rms_norm_backward", NormKind::rms_norm, Pass::backward,
      {Array::dy, Array::x, Array::rstd, Array::weight}, {Array::dx, Array::dweight}},
+    {"layer_norm_backward_dx", NormKind::layer_norm, Pass::backward_dx,
+     {Array::dy, Array::x, Array::mean, Array::rstd, Array::weight}, {Array::dx}},
+    {"rms_norm_backward_dx", NormKind::rms_norm, Pass::backward_dx,
+     {Array::dy, Array::x, Array::rstd, Array::weight}, {Array::dx}},
     {"add_layer_norm", NormKind::layer_norm, Pass::fused,
      {Array::x, Array::residual, Array::weight, Array::bias},
      {Array::h, Array::y, Array::mean, Array::rstd}},
