@@ -3,9 +3,9 @@
 // What the installed oneDNN offers decides what is compared (checked at
 // run time by asking it for a primitive, not assumed from its version):
 //   - LayerNorm forward (training: it writes mean and variance) and backward
-//     (diff_src, diff_scale, diff_shift), with scale and shift; diff_src
-//     alone (backward_data) only where it has that with scale and shift,
-//     which Debian 12's oneDNN 2.6 does not;
+//     (diff_src, diff_scale, diff_shift), with scale and shift; not the
+//     backward of dx alone: oneDNN 2.6 (Debian 12) has backward_data
+//     (diff_src alone) only without scale and shift;
 //   - scale and shift are f32 whatever the data type, so with bf16 data the
 //     parameter bytes are f32 bytes (the traffic count follows);
 //   - the variance takes the place of rstd: the same bytes, one f32 per row;
@@ -64,13 +64,12 @@ LnFwd::primitive_desc forward_pd(const Shape& s, bool allow_empty) {
       engine(), allow_empty);
 }
 
-// prop_kind::backward computes every gradient; backward_data, diff_src alone.
-LnBwd::primitive_desc backward_pd(const Shape& s, Pass pass, const LnFwd::primitive_desc& hint,
+LnBwd::primitive_desc backward_pd(const Shape& s, const LnFwd::primitive_desc& hint,
                                   bool allow_empty) {
   const Descs d = descs(s);
-  const prop_kind kind = pass == Pass::backward_dx ? prop_kind::backward_data : prop_kind::backward;
-  return LnBwd::primitive_desc(LnBwd::desc(kind, d.data, d.data, d.stat, static_cast<float>(kEps), kFlags),
-                               engine(), hint, allow_empty);
+  return LnBwd::primitive_desc(
+      LnBwd::desc(prop_kind::backward, d.data, d.data, d.stat, static_cast<float>(kEps), kFlags),
+      engine(), hint, allow_empty);
 }
 
 // Whether this oneDNN implements the op for dtype `act` (asked once per
@@ -84,7 +83,7 @@ bool implemented(Pass pass, DType act) {
   try {
     const auto fwd = forward_pd(s, true);
     ok = fwd.get(true) != nullptr;
-    if (ok && pass != Pass::forward) ok = backward_pd(s, pass, fwd, true).get(true) != nullptr;
+    if (ok && pass == Pass::backward) ok = backward_pd(s, fwd, true).get(true) != nullptr;
   } catch (const dnnl::error&) {
     ok = false;
   }
@@ -93,7 +92,7 @@ bool implemented(Pass pass, DType act) {
 
 std::optional<DType> onednn_param_dtype(const Op& op, DType act) {
   if (op.norm != NormKind::layer_norm) return std::nullopt;
-  if (op.pass != Pass::forward && op.pass != Pass::backward && op.pass != Pass::backward_dx) return std::nullopt;
+  if (op.pass != Pass::forward && op.pass != Pass::backward) return std::nullopt;
   if (!implemented(op.pass, act)) return std::nullopt;
   return DType::f32;
 }
@@ -123,8 +122,8 @@ Call onednn_prepare(const Op& op, const Shape& s, std::span<const Tensors> sets)
                          {DNNL_ARG_SCALE, wrap(d.param, t[Array::weight])},
                          {DNNL_ARG_SHIFT, wrap(d.param, t[Array::bias])}});
   } else {
-    p->prim = LnBwd(backward_pd(s, op.pass, fwd, false));
-    for (const Tensors& t : sets) {
+    p->prim = LnBwd(backward_pd(s, fwd, false));
+    for (const Tensors& t : sets)
       p->args.push_back({{DNNL_ARG_SRC, wrap(d.data, t[Array::x])},
                          {DNNL_ARG_DIFF_DST, wrap(d.data, t[Array::dy])},
                          {DNNL_ARG_MEAN, wrap(d.stat, t[Array::mean])},
@@ -134,12 +133,9 @@ Call onednn_prepare(const Op& op, const Shape& s, std::span<const Tensors> sets)
                          // when use_shift is set, though the backward never
                          // reads it; the weight buffer stands in.
                          {DNNL_ARG_SHIFT, wrap(d.param, t[Array::weight])},
-                         {DNNL_ARG_DIFF_SRC, wrap(d.data, t[Array::dx])}});
-      if (op.pass == Pass::backward) {
-        p->args.back().insert({DNNL_ARG_DIFF_SCALE, wrap(d.param, t[Array::dweight])});
-        p->args.back().insert({DNNL_ARG_DIFF_SHIFT, wrap(d.param, t[Array::dbias])});
-      }
-    }
+                         {DNNL_ARG_DIFF_SRC, wrap(d.data, t[Array::dx])},
+                         {DNNL_ARG_DIFF_SCALE, wrap(d.param, t[Array::dweight])},
+                         {DNNL_ARG_DIFF_SHIFT, wrap(d.param, t[Array::dbias])}});
   }
   return [p](std::int64_t set) {
     p->prim.execute(p->stream, p->args[static_cast<std::size_t>(set)]);
