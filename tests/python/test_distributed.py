@@ -3,6 +3,8 @@ step gives the gradients of one process on the whole batch."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -48,31 +50,44 @@ def loss_of(net, x, t):
     return torch.nn.functional.mse_loss(net(x), t)
 
 
+def _data_parallel_grads(rank: int) -> dict:
+    """This rank's gradients after one step of DDP, then of FSDP2, as plain
+    tensors (the wrapped modules stay in this function)."""
+    x, t = data()
+    shard = slice(rank * BATCH // WORLD, (rank + 1) * BATCH // WORLD)
+
+    net = make_net()
+    model = torch.nn.parallel.DistributedDataParallel(net)
+    loss_of(model, x[shard], t[shard]).backward()
+    ddp = {k: p.grad.detach().clone() for k, p in net.named_parameters()}
+
+    # FSDP2: parameters sharded as DTensors, gathered for forward/backward.
+    from torch.distributed.fsdp import fully_shard
+
+    net = make_net()
+    for m in (net.norm1, net.norm2, net.norm3):
+        fully_shard(m)
+    fully_shard(net)
+    loss_of(net, x[shard], t[shard]).backward()
+    fsdp2 = {k: p.grad.full_tensor() for k, p in net.named_parameters()}
+    return {"ddp": ddp, "fsdp2": fsdp2}
+
+
 def _worker(rank: int, init_file: str, out_dir: str) -> None:
     """Both data-parallel modes in one pair of processes (spawning costs more
     than the steps): DDP, then FSDP2. Rank 0 saves the gradients of each."""
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
     try:
-        x, t = data()
-        shard = slice(rank * BATCH // WORLD, (rank + 1) * BATCH // WORLD)
-
-        net = make_net()
-        model = torch.nn.parallel.DistributedDataParallel(net)
-        loss_of(model, x[shard], t[shard]).backward()
-        ddp = {k: p.grad for k, p in net.named_parameters()}
-
-        # FSDP2: parameters sharded as DTensors, gathered for forward/backward.
-        from torch.distributed.fsdp import fully_shard
-
-        net = make_net()
-        for m in (net.norm1, net.norm2, net.norm3):
-            fully_shard(m)
-        fully_shard(net)
-        loss_of(net, x[shard], t[shard]).backward()
-        fsdp2 = {k: p.grad.full_tensor() for k, p in net.named_parameters()}
+        grads = _data_parallel_grads(rank)
+        # Tear down in a safe order: the wrapped modules (which hold the group)
+        # freed, and both ranks past every collective, before the group goes.
+        # Without it rank 1 sometimes aborted in gloo at exit (SIGABRT,
+        # "terminate called without an active exception").
+        gc.collect()
+        dist.barrier()
         if rank == 0:
-            torch.save({"ddp": ddp, "fsdp2": fsdp2}, f"{out_dir}/grads.pt")
+            torch.save(grads, f"{out_dir}/grads.pt")
     finally:
         dist.destroy_process_group()
 
