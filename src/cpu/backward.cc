@@ -146,17 +146,52 @@ HWY_INLINE void PassAChunk(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTR
   sums.gx += SumToDouble(dc, hn::Add(gx0, gx1));
 }
 
-// Pass B: dx = (g − MG − x̂·MGX)·R + dh_out. dx may be dy or dh_out itself
+// A row's terms for pass B, from its statistics and pass A's means
+// MG = mean(g) (0 for RMSNorm) and MGX = mean(g·x̂). With x̂ = (x − mean)·R,
+//   dx = (g − MG − x̂·MGX)·R = R·g + K1·x + K0,
+//   K1 = −R²·MGX,  K0 = R·(R·MGX·mean − MG).
+// The affine form takes three operations per vector where the x̂ form takes
+// five (docs/kernels.md, "Pass B in affine form"). Its cancellation between
+// K1·x and K0 on rows of large mean is within the bound's rstd·mean|x| term
+// (docs/numerics.md). A row whose K1 or K0, formed in double, is not zero
+// or a normal number of the compute type (extreme or non-finite statistics,
+// non-finite sums) keeps the x̂ form, and with it the scaled x̂ of XhatMap.
+template <class DC>
+struct PassBTerms {
+  using C = hn::TFromD<DC>;
+  bool affine = false;
+  hn::Vec<DC> R, MG, MGX, K1, K0;
+
+  PassBTerms(DC dc, double mean, double rstd, double mg, double mgx)
+      : R(hn::Set(dc, static_cast<C>(rstd))), MG(hn::Set(dc, static_cast<C>(mg))),
+        MGX(hn::Set(dc, static_cast<C>(mgx))), K1(hn::Zero(dc)), K0(hn::Zero(dc)) {
+    const double k1 = -rstd * rstd * mgx, k0 = rstd * (rstd * mgx * mean - mg);
+    const auto normal = [](double v) {
+      return v == 0 || (std::abs(v) >= static_cast<double>(std::numeric_limits<C>::min()) &&
+                        std::abs(v) <= static_cast<double>(std::numeric_limits<C>::max()));
+    };
+    affine = normal(k1) && normal(k0);  // false for NaN
+    if (affine) {
+      K1 = hn::Set(dc, static_cast<C>(k1));
+      K0 = hn::Set(dc, static_cast<C>(k0));
+    }
+  }
+};
+
+// Pass B: dx = (g − MG − x̂·MGX)·R + dh_out, in the affine form where the
+// row allows it (kAffine; PassBTerms). dx may be dy or dh_out itself
 // (in-place): every pair is loaded before the same one is stored. `stream`:
 // non-temporal stores; `next`: the next row's dy and x, fetched meanwhile.
-template <bool kDhOut, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
+template <bool kAffine, bool kDhOut, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
 HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w, const TI* dh_out, TI* dx,
-                         std::size_t D, const XhatMap<DC>& xhat_of, hn::Vec<DC> R, hn::Vec<DC> Off, hn::Vec<DC> MG,
-                         hn::Vec<DC> MGX, bool stream, NextRows& next) {
+                         std::size_t D, const XhatMap<DC>& xhat_of, const PassBTerms<DC>& t, hn::Vec<DC> Off,
+                         bool stream, NextRows& next) {
   const std::size_t P = 2 * hn::Lanes(dc);
+  const auto R = t.R, MG = t.MG, MGX = t.MGX, K1 = t.K1, K0 = t.K0;
   auto half = [&](auto dyv, auto xv, auto wv) HWY_ATTR NORMKIT_ALWAYS_INLINE {
     const auto g = hn::Mul(kAddOffset ? hn::Add(wv, Off) : wv, dyv);
-    return hn::Mul(hn::NegMulAdd(xhat_of(xv), MGX, hn::Sub(g, MG)), R);
+    if constexpr (kAffine) return hn::MulAdd(R, g, hn::MulAdd(K1, xv, K0));
+    else return hn::Mul(hn::NegMulAdd(xhat_of(xv), MGX, hn::Sub(g, MG)), R);
   };
   auto pair = [&](Pair<DC> dyv, Pair<DC> xv, Pair<DC> wv) HWY_ATTR NORMKIT_ALWAYS_INLINE {
     return Pair<DC>{half(dyv.a, xv.a, wv.a), half(dyv.b, xv.b, wv.b)};
@@ -215,20 +250,25 @@ void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end
     next.aim<sizeof(TD), sizeof(TI)>(dy, a.dy_stride, x, a.xin_stride, end - row - 1, D);
     const XhatMap<hn::ScalableTag<C>> xhat_of(dc, mean ? static_cast<double>(mean[row]) : 0.0,
                                         static_cast<double>(rstd[row]));
-    const auto R = hn::Set(dc, rstd[row]);
     RowSums sums;
     for (std::size_t off = 0; off < D; off += kChunk)
       PassAChunk<kP, kEO, kAddOffset>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
                           kP != Partials::none ? pdw + off : nullptr,
                           kP == Partials::dweight_dbias ? pdb + off : nullptr, row == begin, sums, next);
-    const auto MG = hn::Set(dc, mean ? static_cast<C>(sums.g / Dd) : C{0});
-    const auto MGX = hn::Set(dc, static_cast<C>(sums.gx / Dd));
-    if (a.dh_out)
-      PassBRow<true, kEO, kAddOffset>(dc, dy, x, w, RowPtr<TI>(a.dh_out, a.dh_out_stride, row), dx, D, xhat_of, R, Off, MG, MGX,
-                          stream, next);
+    // MG and MGX rounded to C, as the x̂ form uses them, before K1 and K0 are formed.
+    const double mg = mean ? static_cast<double>(static_cast<C>(sums.g / Dd)) : 0.0;
+    const double mgx = static_cast<double>(static_cast<C>(sums.gx / Dd));
+    const PassBTerms<hn::ScalableTag<C>> t(dc, mean ? static_cast<double>(mean[row]) : 0.0,
+                                           static_cast<double>(rstd[row]), mg, mgx);
+    const TI* dh_out = a.dh_out ? RowPtr<TI>(a.dh_out, a.dh_out_stride, row) : nullptr;
+    if (t.affine && a.dh_out)
+      PassBRow<true, true, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, D, xhat_of, t, Off, stream, next);
+    else if (t.affine)
+      PassBRow<true, false, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, D, xhat_of, t, Off, stream, next);
+    else if (a.dh_out)
+      PassBRow<false, true, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, D, xhat_of, t, Off, stream, next);
     else
-      PassBRow<false, kEO, kAddOffset>(dc, dy, x, w, static_cast<const TI*>(nullptr), dx, D, xhat_of, R, Off, MG, MGX, stream,
-                           next);
+      PassBRow<false, false, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, D, xhat_of, t, Off, stream, next);
   }
   if (stream) hwy::FlushStream();  // order the non-temporal stores before the join
 }
