@@ -79,9 +79,10 @@ struct Op {
 // The ops the bench times. Forward ops save their statistics (the training
 // forward); backward ops produce every gradient (x stands for h in the fused
 // backward), except *_backward_dx, the same function asked for dx alone, as
-// when fine-tuning leaves the norms' parameters frozen. add_then_* reads h a second time: that extra pass over h is
-// exactly what the fused op saves; *_backward_then_add writes dx and reads it
-// back, the two passes the fused backward saves.
+// when fine-tuning leaves the norms' parameters frozen. add_then_* reads h a
+// second time: that extra pass over h is exactly what the fused op saves;
+// *_backward_then_add writes dx and reads it back, the two passes the fused
+// backward saves.
 inline constexpr Op kOps[] = {
     {"layer_norm", NormKind::layer_norm, Pass::forward,
      {Array::x, Array::weight, Array::bias}, {Array::y, Array::mean, Array::rstd}},
