@@ -162,9 +162,14 @@ struct PassBTerms {
   bool affine = false;
   hn::Vec<DC> R, MG, MGX, K1, K0;
 
-  PassBTerms(DC dc, double mean, double rstd, double mg, double mgx)
-      : R(hn::Set(dc, static_cast<C>(rstd))), MG(hn::Set(dc, static_cast<C>(mg))),
-        MGX(hn::Set(dc, static_cast<C>(mgx))), K1(hn::Zero(dc)), K0(hn::Zero(dc)) {
+  // MG and MGX are rounded to C, as the x̂ form uses them, and K1 and K0 are
+  // formed from the rounded values.
+  PassBTerms(DC dc, double mean, double rstd, double mean_g, double mean_gx) {
+    const double mg = static_cast<C>(mean_g), mgx = static_cast<C>(mean_gx);
+    R = hn::Set(dc, static_cast<C>(rstd));
+    MG = hn::Set(dc, static_cast<C>(mg));
+    MGX = hn::Set(dc, static_cast<C>(mgx));
+    K1 = K0 = hn::Zero(dc);
     const double k1 = -rstd * rstd * mgx, k0 = rstd * (rstd * mgx * mean - mg);
     const auto normal = [](double v) {
       return v == 0 || (std::abs(v) >= static_cast<double>(std::numeric_limits<C>::min()) &&
@@ -255,11 +260,9 @@ void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end
       PassAChunk<kP, kEO, kAddOffset>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
                           kP != Partials::none ? pdw + off : nullptr,
                           kP == Partials::dweight_dbias ? pdb + off : nullptr, row == begin, sums, next);
-    // MG and MGX rounded to C, as the x̂ form uses them, before K1 and K0 are formed.
-    const double mg = mean ? static_cast<double>(static_cast<C>(sums.g / Dd)) : 0.0;
-    const double mgx = static_cast<double>(static_cast<C>(sums.gx / Dd));
     const PassBTerms<hn::ScalableTag<C>> t(dc, mean ? static_cast<double>(mean[row]) : 0.0,
-                                           static_cast<double>(rstd[row]), mg, mgx);
+                                           static_cast<double>(rstd[row]), mean ? sums.g / Dd : 0.0,
+                                           sums.gx / Dd);
     const TI* dh_out = a.dh_out ? RowPtr<TI>(a.dh_out, a.dh_out_stride, row) : nullptr;
     if (t.affine && a.dh_out)
       PassBRow<true, true, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, D, xhat_of, t, Off, stream, next);
