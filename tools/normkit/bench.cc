@@ -436,7 +436,7 @@ class Runner {
 
     // Checked against the oracle before it is first timed.
     if (round == 0) {
-      write_checked_stats(op, s, tensors[0], impl.variance_stats);
+      write_oracle_stats(op, s, tensors[0], impl.variance_stats);
       call(0);
       if (const std::string error = check_outputs(op, s, tensors[0]); !error.empty())
         throw std::runtime_error(r.impl + " " + r.op + " " + std::string(dtype_name(c.dt)) + " rows=" +

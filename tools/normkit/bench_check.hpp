@@ -15,6 +15,9 @@
 //   y : |g|·(|x̂| + rstd·mean|x|) + |bias|
 //   dx: rstd·(|g·dy| + mean|g·dy| + (|x̂| + rstd·mean|x|)·mean|g·dy·x̂|)
 // h = x + residual of the fused ops is one rounding: u_out·|x + residual|.
+// The parameter gradients, sums over the rows, are checked whole, against
+// the oracle over every row, under the like bound of a float sum of `rows`
+// terms (bench_check.cc, check_gradients).
 #pragma once
 
 #include <string>
@@ -31,14 +34,14 @@ using namespace normkit::measure;
 inline constexpr std::int64_t kCheckedRows = 2;
 
 // Before a backward is run for checking: writes the oracle's statistics of
-// the checked rows into set t's mean and rstd arrays — as rstd, or as the
-// variance 1/rstd² − eps when the implementation takes the variance
-// (oneDNN). The other rows keep their filled values (they are not checked).
-void write_checked_stats(const Op& op, const Shape& s, const Tensors& t, bool variance);
+// every row into set t's mean and rstd arrays — as rstd, or as the variance
+// 1/rstd² − eps when the implementation takes the variance (oneDNN). The
+// parameter gradients sum over every row, so every row's must be right.
+void write_oracle_stats(const Op& op, const Shape& s, const Tensors& t, bool variance);
 
-// After one call on set t: "" when the checked rows are within the bound,
-// otherwise a sentence naming the array, the element, the values and the
-// bound.
+// After one call on set t: "" when the checked rows and the parameter
+// gradients are within their bounds, otherwise a sentence naming the array,
+// the element, the values and the bound.
 std::string check_outputs(const Op& op, const Shape& s, const Tensors& t);
 
 }  // namespace normkit::bench
