@@ -69,8 +69,8 @@ std::vector<double> mean_abs(const std::vector<double>& x, std::int64_t rows, st
 // dweight = Σ_rows dy·x̂ and dbias = Σ_rows dy, against the oracle's over
 // every row of the set (write_oracle_stats gave the call the oracle's
 // statistics). Each term carries a few roundings (the statistics as stored,
-// x̂, the product; at most 9 with oneDNN's variance) and a float sum of
-// `rows` terms, in any order, at most rows − 1 more:
+// x̂, the product: fewer than the 9 allowed, oneDNN's variance included) and
+// a float sum of `rows` terms, in any order, at most rows − 1 more:
 //   |got − ref| ≤ u_param·|ref| + (rows + 8)·u_f32·Σ_rows |dy|·(|x̂| + rstd·|mean|)
 // (dbias: Σ_rows |dy|).
 std::string check_gradients(const Op& op, const Shape& s, const Tensors& t) {
