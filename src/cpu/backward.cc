@@ -165,11 +165,12 @@ struct PassBTerms {
   // MG and MGX are rounded to C, as the x̂ form uses them, and K1 and K0 are
   // formed from the rounded values.
   PassBTerms(DC dc, double mean, double rstd, double mean_g, double mean_gx) {
-    const double mg = static_cast<C>(mean_g), mgx = static_cast<C>(mean_gx);
+    const C mg_c = static_cast<C>(mean_g), mgx_c = static_cast<C>(mean_gx);
     R = hn::Set(dc, static_cast<C>(rstd));
-    MG = hn::Set(dc, static_cast<C>(mg));
-    MGX = hn::Set(dc, static_cast<C>(mgx));
+    MG = hn::Set(dc, mg_c);
+    MGX = hn::Set(dc, mgx_c);
     K1 = K0 = hn::Zero(dc);
+    const double mg = mg_c, mgx = mgx_c;
     const double k1 = -rstd * rstd * mgx, k0 = rstd * (rstd * mgx * mean - mg);
     const auto normal = [](double v) {
       return v == 0 || (std::abs(v) >= static_cast<double>(std::numeric_limits<C>::min()) &&
@@ -253,22 +254,21 @@ void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end
     const TI* x = RowPtr<TI>(a.xin, a.xin_stride, row);
     TI* dx = RowPtr<TI>(a.dx, a.dx_stride, row);
     next.aim<sizeof(TD), sizeof(TI)>(dy, a.dy_stride, x, a.xin_stride, end - row - 1, D);
-    const XhatMap<hn::ScalableTag<C>> xhat_of(dc, mean ? static_cast<double>(mean[row]) : 0.0,
-                                        static_cast<double>(rstd[row]));
+    const double row_mean = mean ? static_cast<double>(mean[row]) : 0.0;
+    const double row_rstd = static_cast<double>(rstd[row]);
+    const XhatMap<hn::ScalableTag<C>> xhat_of(dc, row_mean, row_rstd);
     RowSums sums;
     for (std::size_t off = 0; off < D; off += kChunk)
       PassAChunk<kP, kEO, kAddOffset>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
                           kP != Partials::none ? pdw + off : nullptr,
                           kP == Partials::dweight_dbias ? pdb + off : nullptr, row == begin, sums, next);
-    const PassBTerms<hn::ScalableTag<C>> t(dc, mean ? static_cast<double>(mean[row]) : 0.0,
-                                           static_cast<double>(rstd[row]), mean ? sums.g / Dd : 0.0,
-                                           sums.gx / Dd);
+    const PassBTerms<hn::ScalableTag<C>> t(dc, row_mean, row_rstd, mean ? sums.g / Dd : 0.0, sums.gx / Dd);
     const TI* dh_out = a.dh_out ? RowPtr<TI>(a.dh_out, a.dh_out_stride, row) : nullptr;
-    if (t.affine && a.dh_out)
+    if (t.affine && dh_out)
       PassBRow<true, true, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, D, xhat_of, t, Off, stream, next);
     else if (t.affine)
       PassBRow<true, false, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, D, xhat_of, t, Off, stream, next);
-    else if (a.dh_out)
+    else if (dh_out)
       PassBRow<false, true, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, D, xhat_of, t, Off, stream, next);
     else
       PassBRow<false, false, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, D, xhat_of, t, Off, stream, next);
