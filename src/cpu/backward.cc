@@ -22,7 +22,7 @@
 //   BackwardRowsOf16BitDy             xin's and the weight's dtypes of 16-bit dy
 //   BackwardRowsWithPartials          whether the rows accumulate dweight/dbias partials (null: none)
 //   BackwardRowsWithParams            weight arranged once for the range, or read as stored
-//   BackwardRowLoop                   the rows: PassAChunk over each chunk, then PassBRow
+//   BackwardRowLoop                   the rows: PassARows (one row or two), then PassBSpan
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/backward.cc"
@@ -95,55 +95,107 @@ struct XhatMap {
   HWY_INLINE hn::Vec<DC> operator()(hn::Vec<DC> x) const { return hn::Mul(hn::MulSub(x, s, ms), rs); }
 };
 
-// Pass A over one chunk of the row, a pair of vectors at a
-// time (see Pair in pairs-inl.hpp; kEO: the even/odd layout of bf16 rows):
-// four independent FMA/add chains, enough to cover the 4-cycle FMA latency.
+// One row's part in pass A over a chunk: dy and x at the chunk, the row's
+// x̂ map and the sums it adds to.
+template <class DC, class TD, class TI>
+struct PassAInput {
+  const TD* dy;
+  const TI* x;
+  const XhatMap<DC>& xhat_of;
+  RowSums& sums;
+};
+
+// Pass A over one chunk of a row, or of two rows (kTwo: r1 too), a pair of
+// vectors at a time (see Pair in pairs-inl.hpp; kEO: the even/odd layout of
+// bf16 rows): four independent FMA/add chains per row, enough to cover the
+// 4-cycle FMA latency.
 // kP: also accumulate dy·x̂ into pdw and (dweight_dbias) dy into pdb, in the pair
 // layout (so a bf16 row's partials are in even/odd order within each pair;
 // reduce_blocks puts them back) and padded to a whole number of pairs. The
 // first row of a block (`first`) starts them: it adds to zero instead of to
 // what pdw and pdb hold, so they need no clearing (+0 as the start keeps
-// the sign of zero sums as before).
-template <Partials kP, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
-HWY_INLINE void PassAChunk(DC dc, const TD* HWY_RESTRICT dy, const TI* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
-                           std::size_t n, const XhatMap<DC>& xhat_of, hn::Vec<DC> Off, hn::TFromD<DC>* HWY_RESTRICT pdw,
-                           hn::TFromD<DC>* HWY_RESTRICT pdb, bool first, RowSums& sums, NextRows& next) {
+// the sign of zero sums as before). Two rows load and store the partials
+// once for both, r1's terms added after r0's: the bits of two rows taken
+// one after the other, for half the partials' traffic.
+template <bool kTwo, Partials kP, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
+HWY_INLINE void PassAChunk(DC dc, const PassAInput<DC, TD, TI>& r0, const PassAInput<DC, TD, TI>& r1,
+                           const TW* HWY_RESTRICT w, std::size_t n, hn::Vec<DC> Off, hn::TFromD<DC>* HWY_RESTRICT pdw,
+                           hn::TFromD<DC>* HWY_RESTRICT pdb, bool first, NextRows& next) {
   const std::size_t N = hn::Lanes(dc);
-  auto g0 = hn::Zero(dc), g1 = hn::Zero(dc), gx0 = hn::Zero(dc), gx1 = hn::Zero(dc);
-  // One vector of the pair; its partials are at element j of the rows.
-  auto half = [&](auto dyv, auto xhat, auto wv, std::size_t j, auto& gacc, auto& gxacc) HWY_ATTR NORMKIT_ALWAYS_INLINE {
-    const auto g = hn::Mul(kAddOffset ? hn::Add(wv, Off) : wv, dyv);
-    gacc = hn::Add(gacc, g);
-    gxacc = hn::MulAdd(g, xhat, gxacc);
+  auto g0 = hn::Zero(dc), g1 = hn::Zero(dc), gx0 = hn::Zero(dc), gx1 = hn::Zero(dc);  // r0's chains
+  auto h0 = hn::Zero(dc), h1 = hn::Zero(dc), hx0 = hn::Zero(dc), hx1 = hn::Zero(dc);  // r1's (kTwo)
+  // One vector of the pair, of r0 (dya, xha) and of r1 (dyb, xhb: kTwo);
+  // its partials are at element j of the rows.
+  auto half = [&](auto wv, auto dya, auto xha, auto& ga, auto& gxa, auto dyb, auto xhb, auto& gb, auto& gxb,
+                  std::size_t j) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+    const auto wo = kAddOffset ? hn::Add(wv, Off) : wv;
+    const auto g = hn::Mul(wo, dya);
+    ga = hn::Add(ga, g);
+    gxa = hn::MulAdd(g, xha, gxa);
+    if constexpr (kTwo) {
+      const auto gg = hn::Mul(wo, dyb);
+      gb = hn::Add(gb, gg);
+      gxb = hn::MulAdd(gg, xhb, gxb);
+    }
     // Unaligned: pdw and pdb may be the caller's dweight and dbias.
     if constexpr (kP != Partials::none) {
-      const auto dw0 = first ? hn::Zero(dc) : hn::LoadU(dc, pdw + j);
-      hn::StoreU(hn::MulAdd(dyv, xhat, dw0), dc, pdw + j);
+      auto dw = first ? hn::Zero(dc) : hn::LoadU(dc, pdw + j);
+      dw = hn::MulAdd(dya, xha, dw);
+      if constexpr (kTwo) dw = hn::MulAdd(dyb, xhb, dw);
+      hn::StoreU(dw, dc, pdw + j);
     }
     if constexpr (kP == Partials::dweight_dbias) {
-      const auto db0 = first ? hn::Zero(dc) : hn::LoadU(dc, pdb + j);
-      hn::StoreU(hn::Add(dyv, db0), dc, pdb + j);
+      auto db = first ? hn::Zero(dc) : hn::LoadU(dc, pdb + j);
+      db = hn::Add(dya, db);
+      if constexpr (kTwo) db = hn::Add(dyb, db);
+      hn::StoreU(db, dc, pdb + j);
     }
   };
-  auto step = [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
-    const auto dyv = LoadPair<kEO>(dc, dy + at), xv = LoadPair<kEO>(dc, x + at), wv = LoadPair<kEO>(dc, w + at);
-    half(dyv.a, xhat_of(xv.a), wv.a, at, g0, gx0);
-    half(dyv.b, xhat_of(xv.b), wv.b, at + N, g1, gx1);
+  // Both vectors of the pair at element j: r0's dy and x̂ (da, xa), r1's.
+  auto both = [&](const Pair<DC>& wv, const Pair<DC>& da, const Pair<DC>& xa, const Pair<DC>& db, const Pair<DC>& xb,
+                  std::size_t j) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+    half(wv.a, da.a, xa.a, g0, gx0, db.a, xb.a, h0, hx0, j);
+    half(wv.b, da.b, xa.b, g1, gx1, db.b, xb.b, h1, hx1, j + N);
   };
-  std::size_t i = FetchingLoop<sizeof(TD), sizeof(TI), 1>(dc, 0, n, next, step);
+  auto xhat = [](const XhatMap<DC>& m, const Pair<DC>& v) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+    return Pair<DC>{m(v.a), m(v.b)};
+  };
+  auto step = [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+    const auto wv = LoadPair<kEO>(dc, w + at), da = LoadPair<kEO>(dc, r0.dy + at);
+    const auto xa = xhat(r0.xhat_of, LoadPair<kEO>(dc, r0.x + at));
+    if constexpr (kTwo) {
+      both(wv, da, xa, LoadPair<kEO>(dc, r1.dy + at), xhat(r1.xhat_of, LoadPair<kEO>(dc, r1.x + at)), at);
+    } else {
+      both(wv, da, xa, da, xa, at);
+    }
+  };
+  // Two rows cover twice the bytes per element: the next row is fetched whole.
+  constexpr std::size_t kRows = kTwo ? 2 : 1;
+  std::size_t i = FetchingLoop<kRows * sizeof(TD), kRows * sizeof(TI), 1>(dc, 0, n, next, step);
   if (i < n) {
     // Padding lanes have dy = 0 but x̂ = −mean·rstd, so mask x̂: a padding
     // lane must contribute exactly 0 even when rstd is Inf.
     const std::size_t k = n - i;
     hn::Mask<DC> ma, mb;
     PairTailMasks<kEO>(dc, k, ma, mb);
-    const auto dyv = LoadPairTail<kEO>(dc, dy + i, k), xv = LoadPairTail<kEO>(dc, x + i, k);
-    const auto wv = LoadPairTail<kEO>(dc, w + i, k);
-    half(dyv.a, hn::IfThenElseZero(ma, xhat_of(xv.a)), wv.a, i, g0, gx0);
-    half(dyv.b, hn::IfThenElseZero(mb, xhat_of(xv.b)), wv.b, i + N, g1, gx1);
+    auto masked = [&](const XhatMap<DC>& m, const TI* x) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+      const auto v = xhat(m, LoadPairTail<kEO>(dc, x + i, k));
+      return Pair<DC>{hn::IfThenElseZero(ma, v.a), hn::IfThenElseZero(mb, v.b)};
+    };
+    const auto wv = LoadPairTail<kEO>(dc, w + i, k), da = LoadPairTail<kEO>(dc, r0.dy + i, k);
+    const auto xa = masked(r0.xhat_of, r0.x);
+    if constexpr (kTwo) {
+      both(wv, da, xa, LoadPairTail<kEO>(dc, r1.dy + i, k), masked(r1.xhat_of, r1.x), i);
+    } else {
+      both(wv, da, xa, da, xa, i);
+    }
   }
-  sums.g += SumToDouble(dc, hn::Add(g0, g1));
-  sums.gx += SumToDouble(dc, hn::Add(gx0, gx1));
+  r0.sums.g += SumToDouble(dc, hn::Add(g0, g1));
+  r0.sums.gx += SumToDouble(dc, hn::Add(gx0, gx1));
+  if constexpr (kTwo) {
+    r1.sums.g += SumToDouble(dc, hn::Add(h0, h1));
+    r1.sums.gx += SumToDouble(dc, hn::Add(hx0, hx1));
+  }
 }
 
 // A row's terms for pass B, from its statistics and pass A's means
@@ -232,6 +284,86 @@ HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRIC
   if (i < D) partial(i, D - i);
 }
 
+// Pass B over n elements of one row from dy, x, w and dh_out (null: none)
+// into dx, in the form the row's terms allow.
+template <bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
+HWY_INLINE void PassBSpan(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w, const TI* dh_out, TI* dx,
+                          std::size_t n, const XhatMap<DC>& xhat_of, const PassBTerms<DC>& t, hn::Vec<DC> Off,
+                          bool stream, NextRows& next) {
+  if (t.affine && dh_out)
+    PassBRow<true, true, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, n, xhat_of, t, Off, stream, next);
+  else if (t.affine)
+    PassBRow<true, false, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, n, xhat_of, t, Off, stream, next);
+  else if (dh_out)
+    PassBRow<false, true, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, n, xhat_of, t, Off, stream, next);
+  else
+    PassBRow<false, false, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, n, xhat_of, t, Off, stream, next);
+}
+
+// One row of the call, compute type C: its arrays and its statistics
+// widened once (mean 0 for RMSNorm).
+template <class C, class TD, class TI>
+struct BackwardRow {
+  const TD* dy;
+  const TI* x;
+  const TI* dh_out;  // null: none
+  TI* dx;
+  bool centred;  // LayerNorm: pass B subtracts mean(g)
+  double mean, rstd;
+
+  BackwardRow(const BackwardArgs& a, std::int64_t row)
+      : dy(RowPtr<TD>(a.dy, a.dy_stride, row)),
+        x(RowPtr<TI>(a.xin, a.xin_stride, row)),
+        dh_out(a.dh_out ? RowPtr<TI>(a.dh_out, a.dh_out_stride, row) : nullptr),
+        dx(RowPtr<TI>(a.dx, a.dx_stride, row)),
+        centred(a.mean != nullptr),
+        mean(centred ? static_cast<double>(static_cast<const C*>(a.mean)[row]) : 0.0),
+        rstd(static_cast<double>(static_cast<const C*>(a.rstd)[row])) {}
+
+  // Pass B's terms from the row's sums over its D elements.
+  template <class DC>
+  PassBTerms<DC> terms(DC dc, const RowSums& sums, std::size_t D) const {
+    const double Dd = static_cast<double>(D);
+    return PassBTerms<DC>(dc, mean, rstd, centred ? sums.g / Dd : 0.0, sums.gx / Dd);
+  }
+};
+
+// Pass A over the D elements of row r0, and of r1 too (kTwo; else r1 is
+// r0), chunk by chunk; `first`: r0 is the block's first row.
+template <bool kTwo, Partials kP, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
+HWY_INLINE void PassARows(DC dc, const PassAInput<DC, TD, TI>& r0, const PassAInput<DC, TD, TI>& r1,
+                          const TW* HWY_RESTRICT w, std::size_t D, hn::Vec<DC> Off, hn::TFromD<DC>* pdw,
+                          hn::TFromD<DC>* pdb, bool first, NextRows& next) {
+  for (std::size_t off = 0; off < D; off += kChunk) {
+    const PassAInput<DC, TD, TI> c0{r0.dy + off, r0.x + off, r0.xhat_of, r0.sums};
+    const PassAInput<DC, TD, TI> c1{r1.dy + off, r1.x + off, r1.xhat_of, r1.sums};
+    PassAChunk<kTwo, kP, kEO, kAddOffset>(dc, c0, c1, w + off, std::min(kChunk, D - off), Off,
+                                          kP != Partials::none ? pdw + off : nullptr,
+                                          kP == Partials::dweight_dbias ? pdb + off : nullptr, first, next);
+  }
+}
+
+// Pass A takes two rows at a time where the partials are wanted, on targets
+// with 32 vector registers: both rows' chains and x̂ constants fit them (in
+// AVX2's 16, GCC kept them on the stack; docs/kernels.md, "Two rows' pass
+// A"). Only while both rows, the weight and the partials fit half of the
+// smallest L2 of such cores (1 MiB), and the next row is fetched ahead, not
+// from within (NextRows). g_backward_row_pairs switches it off for tests.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr bool kTargetPairsRows = true;
+#else
+constexpr bool kTargetPairsRows = false;
+#endif
+constexpr std::size_t kPairSetMaxBytes = std::size_t{512} << 10;
+
+template <Partials kP, class C, class TD, class TI>
+bool PairsRows(std::size_t D) {
+  if (!kTargetPairsRows || kP == Partials::none || !g_backward_row_pairs) return false;
+  const std::size_t partial_rows = kP == Partials::dweight_dbias ? 2 : 1;
+  const std::size_t set = D * (2 * (sizeof(TD) + sizeof(TI)) + sizeof(C) * (1 + partial_rows));
+  return set <= kPairSetMaxBytes && D * std::max(sizeof(TD), sizeof(TI)) <= g_next_row_max_bytes;
+}
+
 // Rows [begin, end) with storage types TD (dy), TI (xin, dh_out, dx), TW
 // (weight as read: the stored dtype, or Arranged, already holding
 // weight + offset) and compute type C. pdw/pdb: this row block's partial
@@ -241,37 +373,49 @@ HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRIC
 template <Partials kP, bool kAddOffset, class C, class TD, class TI, class TW>
 void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end, C* pdw, C* pdb, bool stream,
                      const TW* w, double offset) {
-  const hn::ScalableTag<C> dc;
+  using DC = hn::ScalableTag<C>;
+  const DC dc;
   const std::size_t D = static_cast<std::size_t>(a.D);
-  const double Dd = static_cast<double>(D);
-  const C* mean = static_cast<const C*>(a.mean);
-  const C* rstd = static_cast<const C*>(a.rstd);
   const auto Off = hn::Set(dc, static_cast<C>(offset));
   constexpr bool kEO = kEvenOdd<TI>;  // dx is bf16 (and then so is dy)
+  const bool pairs = PairsRows<kP, C, TD, TI>(D);
   NextRows next;
-  for (std::int64_t row = begin; row < end; ++row) {
-    const TD* dy = RowPtr<TD>(a.dy, a.dy_stride, row);
-    const TI* x = RowPtr<TI>(a.xin, a.xin_stride, row);
-    TI* dx = RowPtr<TI>(a.dx, a.dx_stride, row);
-    next.aim<sizeof(TD), sizeof(TI)>(dy, a.dy_stride, x, a.xin_stride, end - row - 1, D);
-    const double row_mean = mean ? static_cast<double>(mean[row]) : 0.0;
-    const double row_rstd = static_cast<double>(rstd[row]);
-    const XhatMap<hn::ScalableTag<C>> xhat_of(dc, row_mean, row_rstd);
-    RowSums sums;
-    for (std::size_t off = 0; off < D; off += kChunk)
-      PassAChunk<kP, kEO, kAddOffset>(dc, dy + off, x + off, w + off, std::min(kChunk, D - off), xhat_of, Off,
-                          kP != Partials::none ? pdw + off : nullptr,
-                          kP == Partials::dweight_dbias ? pdb + off : nullptr, row == begin, sums, next);
-    const PassBTerms<hn::ScalableTag<C>> t(dc, row_mean, row_rstd, mean ? sums.g / Dd : 0.0, sums.gx / Dd);
-    const TI* dh_out = a.dh_out ? RowPtr<TI>(a.dh_out, a.dh_out_stride, row) : nullptr;
-    if (t.affine && dh_out)
-      PassBRow<true, true, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, D, xhat_of, t, Off, stream, next);
-    else if (t.affine)
-      PassBRow<true, false, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, D, xhat_of, t, Off, stream, next);
-    else if (dh_out)
-      PassBRow<false, true, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, D, xhat_of, t, Off, stream, next);
-    else
-      PassBRow<false, false, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, D, xhat_of, t, Off, stream, next);
+  // Aims `next` at the rows after `row`.
+  auto aim_after = [&](std::int64_t row) {
+    if (row >= end) {
+      next = NextRows{};
+      return;
+    }
+    next.aim<sizeof(TD), sizeof(TI)>(RowPtr<TD>(a.dy, a.dy_stride, row), a.dy_stride,
+                                     RowPtr<TI>(a.xin, a.xin_stride, row), a.xin_stride, end - row - 1, D);
+  };
+  auto pass_b = [&](const BackwardRow<C, TD, TI>& r, const XhatMap<DC>& xhat_of, const RowSums& sums) {
+    PassBSpan<kEO, kAddOffset>(dc, r.dy, r.x, w, r.dh_out, r.dx, D, xhat_of, r.terms(dc, sums, D), Off, stream,
+                               next);
+  };
+  for (std::int64_t row = begin; row < end;) {
+    const BackwardRow<C, TD, TI> r0(a, row);
+    const XhatMap<DC> m0(dc, r0.mean, r0.rstd);
+    RowSums s0;
+    const PassAInput<DC, TD, TI> in0{r0.dy, r0.x, m0, s0};
+    if (pairs && row + 1 < end) {
+      // Pass A of both rows fetches the row after them whole; the two pass
+      // Bs share the one after that.
+      const BackwardRow<C, TD, TI> r1(a, row + 1);
+      const XhatMap<DC> m1(dc, r1.mean, r1.rstd);
+      RowSums s1;
+      aim_after(row + 1);
+      PassARows<true, kP, kEO, kAddOffset>(dc, in0, {r1.dy, r1.x, m1, s1}, w, D, Off, pdw, pdb, row == begin, next);
+      aim_after(row + 2);
+      pass_b(r0, m0, s0);
+      pass_b(r1, m1, s1);
+      row += 2;
+    } else {
+      aim_after(row);
+      PassARows<false, kP, kEO, kAddOffset>(dc, in0, in0, w, D, Off, pdw, pdb, row == begin, next);
+      pass_b(r0, m0, s0);
+      row += 1;
+    }
   }
   if (stream) hwy::FlushStream();  // order the non-temporal stores before the join
 }

@@ -42,6 +42,11 @@ void use_bf16_instructions(bool on);  // on takes effect only where the CPU has 
 std::size_t next_row_max_bytes();
 inline const std::size_t g_next_row_max_bytes = next_row_max_bytes();
 
+// Whether the backward's pass A takes two rows at a time where it may
+// (backward.cc, PairsRows); the bits are the same either way. Tests switch
+// it off to compare. Process-wide; not for concurrent use.
+inline bool g_backward_row_pairs = true;
+
 // Threads cpu_forward / cpu_backward use for these arguments (the kernels
 // call the same functions).
 int forward_threads(const ForwardArgs& a);

@@ -53,6 +53,16 @@ class ScopedBf16Instructions {
   ScopedBf16Instructions& operator=(const ScopedBf16Instructions&) = delete;
 };
 
+// Sets whether the backward's pass A may take two rows at a time, for the
+// scope.
+class ScopedRowPairs {
+ public:
+  explicit ScopedRowPairs(bool on) { detail::g_backward_row_pairs = on; }
+  ~ScopedRowPairs() { detail::g_backward_row_pairs = true; }
+  ScopedRowPairs(const ScopedRowPairs&) = delete;
+  ScopedRowPairs& operator=(const ScopedRowPairs&) = delete;
+};
+
 class Kernels : public ::testing::TestWithParam<std::int64_t> {
  protected:
   void SetUp() override { detail::force_cpu_target(GetParam()); }
@@ -975,6 +985,47 @@ TEST_P(Kernels, BitwiseAcrossThreadCounts) {
       }
       set_num_threads(0);
     }
+  }
+}
+
+// The backward gives the same bits with its pass A two rows at a time (on
+// targets that do so) as one row at a time: each row's sums are its own,
+// and each partial adds the second row's term after the first's. Blocks of
+// an odd number of rows (33 rows: blocks of 9), short rows fetched two rows
+// ahead, a tail, 16-bit and f32 weights, an offset, dh_out, dx in place.
+TEST_P(Kernels, BackwardRowPairsMatchOneRowAtATime) {
+  struct Run {
+    Case c;
+    DType xin;
+    bool dh_out, in_place;
+    std::int64_t rows, D;
+  };
+  std::mt19937_64 rng(13);
+  for (const Run& r : {Run{{NormKind::layer_norm, DType::bf16, DType::bf16, Affine::both}, DType::bf16, false, false, 33, 4099},
+                       Run{{NormKind::layer_norm, DType::bf16, DType::bf16, Affine::both}, DType::bf16, false, true, 70, 100},
+                       Run{{NormKind::layer_norm, DType::bf16, DType::f32, Affine::both}, DType::f32, true, false, 35, 2048},
+                       Run{{NormKind::rms_norm, DType::f16, DType::f16, Affine::offset}, DType::f16, false, true, 33, 777},
+                       Run{{NormKind::rms_norm, DType::bf16, DType::bf16, Affine::weight}, DType::bf16, true, true, 5, 16384},
+                       Run{{NormKind::layer_norm, DType::f32, DType::f32, Affine::weight}, DType::f32, true, true, 9, 3000},
+                       Run{{NormKind::layer_norm, DType::f64, DType::f64, Affine::both}, DType::f64, false, false, 17, 1030}}) {
+    SCOPED_TRACE(name_of(r.c) + " xin=" + std::string(dtype_name(r.xin)) + (r.dh_out ? " dh_out" : "") +
+                 (r.in_place ? " in-place" : "") + " rows=" + std::to_string(r.rows) + " D=" + std::to_string(r.D));
+    Array x(r.xin, r.rows, r.D, r.D + 3), dy(r.c.x, r.rows, r.D, r.D + 1), dh_out;
+    fill_normal(x, rng, 0.5, 2.0);
+    fill_normal(dy, rng);
+    if (r.dh_out) {
+      dh_out = Array(r.xin, r.rows, r.D, r.D + 4);
+      fill_normal(dh_out, rng, 0.0, 0.5);
+    }
+    const Params p = make_params(r.c, r.D, rng);
+    std::vector<unsigned char> outs[2];
+    for (bool pairs : {false, true}) {
+      ScopedRowPairs rule(pairs);
+      const BackwardRun b = run_backward(r.c, x, dy, r.dh_out ? &dh_out : nullptr, p, 1e-5, r.in_place);
+      for (const Array* o : {&b.dx, &b.dweight, &b.dbias})
+        outs[pairs].insert(outs[pairs].end(), o->bytes().begin(), o->bytes().end());
+    }
+    EXPECT_TRUE(outs[0] == outs[1]);
   }
 }
 
