@@ -22,7 +22,7 @@
 //   BackwardRowsOf16BitDy             xin's and the weight's dtypes of 16-bit dy
 //   BackwardRowsWithPartials          whether the rows accumulate dweight/dbias partials (null: none)
 //   BackwardRowsWithParams            weight arranged once for the range, or read as stored
-//   BackwardRowLoop                   the rows: PassARows (one row or two), then PassBSpan
+//   BackwardRowLoop                   the rows: PassA (one row or two), then PassB of each
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/backward.cc"
@@ -95,20 +95,36 @@ struct XhatMap {
   HWY_INLINE hn::Vec<DC> operator()(hn::Vec<DC> x) const { return hn::Mul(hn::MulSub(x, s, ms), rs); }
 };
 
-// One row's part in pass A over a chunk: dy and x at the chunk, the row's
-// x̂ map and the sums it adds to.
+// One row of the call in compute type C: its arrays, its statistics
+// widened once (mean 0 for RMSNorm), its x̂ map, and the sums pass A adds
+// and pass B reads.
 template <class DC, class TD, class TI>
-struct PassAInput {
+struct BackwardRow {
+  using C = hn::TFromD<DC>;
   const TD* dy;
   const TI* x;
-  const XhatMap<DC>& xhat_of;
-  RowSums& sums;
+  const TI* dh_out;  // null: none
+  TI* dx;
+  bool centred;  // LayerNorm: pass B subtracts mean(g)
+  double mean, rstd;
+  XhatMap<DC> xhat_of;
+  RowSums sums;
+
+  BackwardRow(DC dc, const BackwardArgs& a, std::int64_t row)
+      : dy(RowPtr<TD>(a.dy, a.dy_stride, row)),
+        x(RowPtr<TI>(a.xin, a.xin_stride, row)),
+        dh_out(a.dh_out ? RowPtr<TI>(a.dh_out, a.dh_out_stride, row) : nullptr),
+        dx(RowPtr<TI>(a.dx, a.dx_stride, row)),
+        centred(a.mean != nullptr),
+        mean(centred ? static_cast<double>(static_cast<const C*>(a.mean)[row]) : 0.0),
+        rstd(static_cast<double>(static_cast<const C*>(a.rstd)[row])),
+        xhat_of(dc, mean, rstd) {}
 };
 
-// Pass A over one chunk of a row, or of two rows (kTwo: r1 too), a pair of
-// vectors at a time (see Pair in pairs-inl.hpp; kEO: the even/odd layout of
-// bf16 rows): four independent FMA/add chains per row, enough to cover the
-// 4-cycle FMA latency.
+// Pass A over elements [i, end) of row r0, or of two rows (kTwo: r1 too,
+// else null), a pair of vectors at a time (see Pair in pairs-inl.hpp; kEO:
+// the even/odd layout of bf16 rows): four independent FMA/add chains per
+// row, enough to cover the 4-cycle FMA latency.
 // kP: also accumulate dy·x̂ into pdw and (dweight_dbias) dy into pdb, in the pair
 // layout (so a bf16 row's partials are in even/odd order within each pair;
 // reduce_blocks puts them back) and padded to a whole number of pairs. The
@@ -118,84 +134,93 @@ struct PassAInput {
 // once for both, r1's terms added after r0's: the bits of two rows taken
 // one after the other, for half the partials' traffic.
 template <bool kTwo, Partials kP, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
-HWY_INLINE void PassAChunk(DC dc, const PassAInput<DC, TD, TI>& r0, const PassAInput<DC, TD, TI>& r1,
-                           const TW* HWY_RESTRICT w, std::size_t n, hn::Vec<DC> Off, hn::TFromD<DC>* HWY_RESTRICT pdw,
+HWY_INLINE void PassAChunk(DC dc, BackwardRow<DC, TD, TI>& r0, std::type_identity_t<BackwardRow<DC, TD, TI>>* r1, const TW* HWY_RESTRICT w,
+                           std::size_t i, std::size_t end, hn::Vec<DC> Off, hn::TFromD<DC>* HWY_RESTRICT pdw,
                            hn::TFromD<DC>* HWY_RESTRICT pdb, bool first, NextRows& next) {
+  using V = hn::Vec<DC>;
+  using Row = BackwardRow<DC, TD, TI>;
   const std::size_t N = hn::Lanes(dc);
-  auto g0 = hn::Zero(dc), g1 = hn::Zero(dc), gx0 = hn::Zero(dc), gx1 = hn::Zero(dc);  // r0's chains
-  auto h0 = hn::Zero(dc), h1 = hn::Zero(dc), hx0 = hn::Zero(dc), hx1 = hn::Zero(dc);  // r1's (kTwo)
-  // One vector of the pair, of r0 (dya, xha) and of r1 (dyb, xhb: kTwo);
-  // its partials are at element j of the rows.
-  auto half = [&](auto wv, auto dya, auto xha, auto& ga, auto& gxa, auto dyb, auto xhb, auto& gb, auto& gxb,
-                  std::size_t j) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+  V g0 = hn::Zero(dc), g1 = hn::Zero(dc), gx0 = hn::Zero(dc), gx1 = hn::Zero(dc);  // r0's chains
+  V h0 = hn::Zero(dc), h1 = hn::Zero(dc), hx0 = hn::Zero(dc), hx1 = hn::Zero(dc);  // r1's (kTwo)
+  // One row's part in one vector: its dy and x̂, and the chains they add to.
+  struct Terms {
+    V dy, xh;
+    V& g;
+    V& gx;
+  };
+  // One vector at element j, of each row given (r0's first): their chains,
+  // then their terms of the partials.
+  auto vector_at = [&](std::size_t j, V wv, const auto&... rows) HWY_ATTR NORMKIT_ALWAYS_INLINE {
     const auto wo = kAddOffset ? hn::Add(wv, Off) : wv;
-    const auto g = hn::Mul(wo, dya);
-    ga = hn::Add(ga, g);
-    gxa = hn::MulAdd(g, xha, gxa);
-    if constexpr (kTwo) {
-      const auto gg = hn::Mul(wo, dyb);
-      gb = hn::Add(gb, gg);
-      gxb = hn::MulAdd(gg, xhb, gxb);
-    }
+    auto chains = [&](const Terms& t) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+      const auto g = hn::Mul(wo, t.dy);
+      t.g = hn::Add(t.g, g);
+      t.gx = hn::MulAdd(g, t.xh, t.gx);
+    };
+    (chains(rows), ...);
     // Unaligned: pdw and pdb may be the caller's dweight and dbias.
     if constexpr (kP != Partials::none) {
       auto dw = first ? hn::Zero(dc) : hn::LoadU(dc, pdw + j);
-      dw = hn::MulAdd(dya, xha, dw);
-      if constexpr (kTwo) dw = hn::MulAdd(dyb, xhb, dw);
+      ((dw = hn::MulAdd(rows.dy, rows.xh, dw)), ...);
       hn::StoreU(dw, dc, pdw + j);
     }
     if constexpr (kP == Partials::dweight_dbias) {
       auto db = first ? hn::Zero(dc) : hn::LoadU(dc, pdb + j);
-      db = hn::Add(dya, db);
-      if constexpr (kTwo) db = hn::Add(dyb, db);
+      ((db = hn::Add(rows.dy, db)), ...);
       hn::StoreU(db, dc, pdb + j);
     }
   };
-  // Both vectors of the pair at element j: r0's dy and x̂ (da, xa), r1's.
-  auto both = [&](const Pair<DC>& wv, const Pair<DC>& da, const Pair<DC>& xa, const Pair<DC>& db, const Pair<DC>& xb,
-                  std::size_t j) HWY_ATTR NORMKIT_ALWAYS_INLINE {
-    half(wv.a, da.a, xa.a, g0, gx0, db.a, xb.a, h0, hx0, j);
-    half(wv.b, da.b, xa.b, g1, gx1, db.b, xb.b, h1, hx1, j + N);
-  };
-  auto xhat = [](const XhatMap<DC>& m, const Pair<DC>& v) HWY_ATTR NORMKIT_ALWAYS_INLINE {
-    return Pair<DC>{m(v.a), m(v.b)};
-  };
-  auto step = [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
-    const auto wv = LoadPair<kEO>(dc, w + at), da = LoadPair<kEO>(dc, r0.dy + at);
-    const auto xa = xhat(r0.xhat_of, LoadPair<kEO>(dc, r0.x + at));
+  // The pair at j: load(p) loads the pair of array p at j, xhat_of(r) row
+  // r's x̂ there.
+  auto pair_at = [&](std::size_t j, const auto& load, const auto& xhat_of) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+    const Pair<DC> wv = load(w), d0 = load(r0.dy), x0 = xhat_of(r0);
     if constexpr (kTwo) {
-      both(wv, da, xa, LoadPair<kEO>(dc, r1.dy + at), xhat(r1.xhat_of, LoadPair<kEO>(dc, r1.x + at)), at);
+      const Pair<DC> d1 = load(r1->dy), x1 = xhat_of(*r1);
+      vector_at(j, wv.a, Terms{d0.a, x0.a, g0, gx0}, Terms{d1.a, x1.a, h0, hx0});
+      vector_at(j + N, wv.b, Terms{d0.b, x0.b, g1, gx1}, Terms{d1.b, x1.b, h1, hx1});
     } else {
-      both(wv, da, xa, da, xa, at);
+      vector_at(j, wv.a, Terms{d0.a, x0.a, g0, gx0});
+      vector_at(j + N, wv.b, Terms{d0.b, x0.b, g1, gx1});
     }
+  };
+  auto step = [&](std::size_t j) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+    auto load = [&](const auto* p) HWY_ATTR NORMKIT_ALWAYS_INLINE { return LoadPair<kEO>(dc, p + j); };
+    pair_at(j, load, [&](const Row& r) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+      const auto v = load(r.x);
+      return Pair<DC>{r.xhat_of(v.a), r.xhat_of(v.b)};
+    });
   };
   // Two rows cover twice the bytes per element: the next row is fetched whole.
   constexpr std::size_t kRows = kTwo ? 2 : 1;
-  std::size_t i = FetchingLoop<kRows * sizeof(TD), kRows * sizeof(TI), 1>(dc, 0, n, next, step);
-  if (i < n) {
+  i = FetchingLoop<kRows * sizeof(TD), kRows * sizeof(TI), 1>(dc, i, end, next, step);
+  if (i < end) {
     // Padding lanes have dy = 0 but x̂ = −mean·rstd, so mask x̂: a padding
     // lane must contribute exactly 0 even when rstd is Inf.
-    const std::size_t k = n - i;
+    const std::size_t k = end - i;
     hn::Mask<DC> ma, mb;
     PairTailMasks<kEO>(dc, k, ma, mb);
-    auto masked = [&](const XhatMap<DC>& m, const TI* x) HWY_ATTR NORMKIT_ALWAYS_INLINE {
-      const auto v = xhat(m, LoadPairTail<kEO>(dc, x + i, k));
-      return Pair<DC>{hn::IfThenElseZero(ma, v.a), hn::IfThenElseZero(mb, v.b)};
-    };
-    const auto wv = LoadPairTail<kEO>(dc, w + i, k), da = LoadPairTail<kEO>(dc, r0.dy + i, k);
-    const auto xa = masked(r0.xhat_of, r0.x);
-    if constexpr (kTwo) {
-      both(wv, da, xa, LoadPairTail<kEO>(dc, r1.dy + i, k), masked(r1.xhat_of, r1.x), i);
-    } else {
-      both(wv, da, xa, da, xa, i);
-    }
+    auto load = [&](const auto* p) HWY_ATTR NORMKIT_ALWAYS_INLINE { return LoadPairTail<kEO>(dc, p + i, k); };
+    pair_at(i, load, [&](const Row& r) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+      const auto v = load(r.x);
+      return Pair<DC>{hn::IfThenElseZero(ma, r.xhat_of(v.a)), hn::IfThenElseZero(mb, r.xhat_of(v.b))};
+    });
   }
   r0.sums.g += SumToDouble(dc, hn::Add(g0, g1));
   r0.sums.gx += SumToDouble(dc, hn::Add(gx0, gx1));
   if constexpr (kTwo) {
-    r1.sums.g += SumToDouble(dc, hn::Add(h0, h1));
-    r1.sums.gx += SumToDouble(dc, hn::Add(hx0, hx1));
+    r1->sums.g += SumToDouble(dc, hn::Add(h0, h1));
+    r1->sums.gx += SumToDouble(dc, hn::Add(hx0, hx1));
   }
+}
+
+// Pass A over the D elements of row r0, and of r1 too (kTwo; else null),
+// chunk by chunk; `first`: r0 is the block's first row.
+template <bool kTwo, Partials kP, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
+HWY_INLINE void PassA(DC dc, BackwardRow<DC, TD, TI>& r0, std::type_identity_t<BackwardRow<DC, TD, TI>>* r1, const TW* HWY_RESTRICT w,
+                      std::size_t D, hn::Vec<DC> Off, hn::TFromD<DC>* pdw, hn::TFromD<DC>* pdb, bool first,
+                      NextRows& next) {
+  for (std::size_t at = 0; at < D; at += kChunk)
+    PassAChunk<kTwo, kP, kEO, kAddOffset>(dc, r0, r1, w, at, std::min(at + kChunk, D), Off, pdw, pdb, first, next);
 }
 
 // A row's terms for pass B, from its statistics and pass A's means
@@ -241,9 +266,12 @@ struct PassBTerms {
 // (in-place): every pair is loaded before the same one is stored. `stream`:
 // non-temporal stores; `next`: the next row's dy and x, fetched meanwhile.
 template <bool kAffine, bool kDhOut, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
-HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w, const TI* dh_out, TI* dx,
-                         std::size_t D, const XhatMap<DC>& xhat_of, const PassBTerms<DC>& t, hn::Vec<DC> Off,
-                         bool stream, NextRows& next) {
+HWY_INLINE void PassBRow(DC dc, const BackwardRow<DC, TD, TI>& r, const TW* HWY_RESTRICT w, std::size_t D,
+                         const PassBTerms<DC>& t, hn::Vec<DC> Off, bool stream, NextRows& next) {
+  const TD* dy = r.dy;
+  const TI *x = r.x, *dh_out = r.dh_out;
+  TI* dx = r.dx;
+  const XhatMap<DC>& xhat_of = r.xhat_of;
   const std::size_t P = 2 * hn::Lanes(dc);
   const auto R = t.R, MG = t.MG, MGX = t.MGX, K1 = t.K1, K0 = t.K0;
   auto half = [&](auto dyv, auto xv, auto wv) HWY_ATTR NORMKIT_ALWAYS_INLINE {
@@ -284,63 +312,21 @@ HWY_INLINE void PassBRow(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRIC
   if (i < D) partial(i, D - i);
 }
 
-// Pass B over n elements of one row from dy, x, w and dh_out (null: none)
-// into dx, in the form the row's terms allow.
+// Pass B over row r's D elements, in the form its terms allow: mean(g) and
+// mean(g·x̂) from pass A's sums.
 template <bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
-HWY_INLINE void PassBSpan(DC dc, const TD* dy, const TI* x, const TW* HWY_RESTRICT w, const TI* dh_out, TI* dx,
-                          std::size_t n, const XhatMap<DC>& xhat_of, const PassBTerms<DC>& t, hn::Vec<DC> Off,
-                          bool stream, NextRows& next) {
-  if (t.affine && dh_out)
-    PassBRow<true, true, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, n, xhat_of, t, Off, stream, next);
+HWY_INLINE void PassB(DC dc, const BackwardRow<DC, TD, TI>& r, const TW* HWY_RESTRICT w, std::size_t D,
+                      hn::Vec<DC> Off, bool stream, NextRows& next) {
+  const double Dd = static_cast<double>(D);
+  const PassBTerms<DC> t(dc, r.mean, r.rstd, r.centred ? r.sums.g / Dd : 0.0, r.sums.gx / Dd);
+  if (t.affine && r.dh_out)
+    PassBRow<true, true, kEO, kAddOffset>(dc, r, w, D, t, Off, stream, next);
   else if (t.affine)
-    PassBRow<true, false, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, n, xhat_of, t, Off, stream, next);
-  else if (dh_out)
-    PassBRow<false, true, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, n, xhat_of, t, Off, stream, next);
+    PassBRow<true, false, kEO, kAddOffset>(dc, r, w, D, t, Off, stream, next);
+  else if (r.dh_out)
+    PassBRow<false, true, kEO, kAddOffset>(dc, r, w, D, t, Off, stream, next);
   else
-    PassBRow<false, false, kEO, kAddOffset>(dc, dy, x, w, dh_out, dx, n, xhat_of, t, Off, stream, next);
-}
-
-// One row of the call, compute type C: its arrays and its statistics
-// widened once (mean 0 for RMSNorm).
-template <class C, class TD, class TI>
-struct BackwardRow {
-  const TD* dy;
-  const TI* x;
-  const TI* dh_out;  // null: none
-  TI* dx;
-  bool centred;  // LayerNorm: pass B subtracts mean(g)
-  double mean, rstd;
-
-  BackwardRow(const BackwardArgs& a, std::int64_t row)
-      : dy(RowPtr<TD>(a.dy, a.dy_stride, row)),
-        x(RowPtr<TI>(a.xin, a.xin_stride, row)),
-        dh_out(a.dh_out ? RowPtr<TI>(a.dh_out, a.dh_out_stride, row) : nullptr),
-        dx(RowPtr<TI>(a.dx, a.dx_stride, row)),
-        centred(a.mean != nullptr),
-        mean(centred ? static_cast<double>(static_cast<const C*>(a.mean)[row]) : 0.0),
-        rstd(static_cast<double>(static_cast<const C*>(a.rstd)[row])) {}
-
-  // Pass B's terms from the row's sums over its D elements.
-  template <class DC>
-  PassBTerms<DC> terms(DC dc, const RowSums& sums, std::size_t D) const {
-    const double Dd = static_cast<double>(D);
-    return PassBTerms<DC>(dc, mean, rstd, centred ? sums.g / Dd : 0.0, sums.gx / Dd);
-  }
-};
-
-// Pass A over the D elements of row r0, and of r1 too (kTwo; else r1 is
-// r0), chunk by chunk; `first`: r0 is the block's first row.
-template <bool kTwo, Partials kP, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
-HWY_INLINE void PassARows(DC dc, const PassAInput<DC, TD, TI>& r0, const PassAInput<DC, TD, TI>& r1,
-                          const TW* HWY_RESTRICT w, std::size_t D, hn::Vec<DC> Off, hn::TFromD<DC>* pdw,
-                          hn::TFromD<DC>* pdb, bool first, NextRows& next) {
-  for (std::size_t off = 0; off < D; off += kChunk) {
-    const PassAInput<DC, TD, TI> c0{r0.dy + off, r0.x + off, r0.xhat_of, r0.sums};
-    const PassAInput<DC, TD, TI> c1{r1.dy + off, r1.x + off, r1.xhat_of, r1.sums};
-    PassAChunk<kTwo, kP, kEO, kAddOffset>(dc, c0, c1, w + off, std::min(kChunk, D - off), Off,
-                                          kP != Partials::none ? pdw + off : nullptr,
-                                          kP == Partials::dweight_dbias ? pdb + off : nullptr, first, next);
-  }
+    PassBRow<false, false, kEO, kAddOffset>(dc, r, w, D, t, Off, stream, next);
 }
 
 // Pass A takes two rows at a time where the partials are wanted, on targets
@@ -348,7 +334,7 @@ HWY_INLINE void PassARows(DC dc, const PassAInput<DC, TD, TI>& r0, const PassAIn
 // AVX2's 16, GCC kept them on the stack; docs/kernels.md, "Two rows' pass
 // A"). Only while both rows, the weight and the partials fit half of the
 // smallest L2 of such cores (1 MiB), and the next row is fetched ahead, not
-// from within (NextRows). g_backward_row_pairs switches it off for tests.
+// from within (NextRows). g_backward_row_pairs overrides it for tests.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr bool kTargetPairsRows = true;
 #else
@@ -358,10 +344,12 @@ constexpr std::size_t kPairSetMaxBytes = std::size_t{512} << 10;
 
 template <Partials kP, class C, class TD, class TI>
 bool PairsRows(std::size_t D) {
-  if (!kTargetPairsRows || kP == Partials::none || !g_backward_row_pairs) return false;
+  if (kP == Partials::none || g_backward_row_pairs == RowPairs::never) return false;
+  if (g_backward_row_pairs == RowPairs::always) return true;
   const std::size_t partial_rows = kP == Partials::dweight_dbias ? 2 : 1;
   const std::size_t set = D * (2 * (sizeof(TD) + sizeof(TI)) + sizeof(C) * (1 + partial_rows));
-  return set <= kPairSetMaxBytes && D * std::max(sizeof(TD), sizeof(TI)) <= g_next_row_max_bytes;
+  return kTargetPairsRows && set <= kPairSetMaxBytes &&
+         D * std::max(sizeof(TD), sizeof(TI)) <= g_next_row_max_bytes;
 }
 
 // Rows [begin, end) with storage types TD (dy), TI (xin, dh_out, dx), TW
@@ -389,31 +377,23 @@ void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end
     next.aim<sizeof(TD), sizeof(TI)>(RowPtr<TD>(a.dy, a.dy_stride, row), a.dy_stride,
                                      RowPtr<TI>(a.xin, a.xin_stride, row), a.xin_stride, end - row - 1, D);
   };
-  auto pass_b = [&](const BackwardRow<C, TD, TI>& r, const XhatMap<DC>& xhat_of, const RowSums& sums) {
-    PassBSpan<kEO, kAddOffset>(dc, r.dy, r.x, w, r.dh_out, r.dx, D, xhat_of, r.terms(dc, sums, D), Off, stream,
-                               next);
-  };
+  using Row = BackwardRow<DC, TD, TI>;
   for (std::int64_t row = begin; row < end;) {
-    const BackwardRow<C, TD, TI> r0(a, row);
-    const XhatMap<DC> m0(dc, r0.mean, r0.rstd);
-    RowSums s0;
-    const PassAInput<DC, TD, TI> in0{r0.dy, r0.x, m0, s0};
+    Row r0(dc, a, row);
     if (pairs && row + 1 < end) {
       // Pass A of both rows fetches the row after them whole; the two pass
       // Bs share the one after that.
-      const BackwardRow<C, TD, TI> r1(a, row + 1);
-      const XhatMap<DC> m1(dc, r1.mean, r1.rstd);
-      RowSums s1;
+      Row r1(dc, a, row + 1);
       aim_after(row + 1);
-      PassARows<true, kP, kEO, kAddOffset>(dc, in0, {r1.dy, r1.x, m1, s1}, w, D, Off, pdw, pdb, row == begin, next);
+      PassA<true, kP, kEO, kAddOffset>(dc, r0, &r1, w, D, Off, pdw, pdb, row == begin, next);
       aim_after(row + 2);
-      pass_b(r0, m0, s0);
-      pass_b(r1, m1, s1);
+      PassB<kEO, kAddOffset>(dc, r0, w, D, Off, stream, next);
+      PassB<kEO, kAddOffset>(dc, r1, w, D, Off, stream, next);
       row += 2;
     } else {
       aim_after(row);
-      PassARows<false, kP, kEO, kAddOffset>(dc, in0, in0, w, D, Off, pdw, pdb, row == begin, next);
-      pass_b(r0, m0, s0);
+      PassA<false, kP, kEO, kAddOffset>(dc, r0, nullptr, w, D, Off, pdw, pdb, row == begin, next);
+      PassB<kEO, kAddOffset>(dc, r0, w, D, Off, stream, next);
       row += 1;
     }
   }

@@ -42,10 +42,13 @@ void use_bf16_instructions(bool on);  // on takes effect only where the CPU has 
 std::size_t next_row_max_bytes();
 inline const std::size_t g_next_row_max_bytes = next_row_max_bytes();
 
-// Whether the backward's pass A takes two rows at a time where it may
-// (backward.cc, PairsRows); the bits are the same either way. Tests switch
-// it off to compare. Process-wide; not for concurrent use.
-inline bool g_backward_row_pairs = true;
+// How the backward's pass A takes rows (backward.cc, PairsRows): two at a
+// time where that pays (the default), one at a time, or two at a time
+// wherever parameter gradients are wanted, on every target. The bits are
+// the same in every case; tests compare never with always, so that every
+// target runs the two-row code. Process-wide; not for concurrent use.
+enum class RowPairs { where_it_pays, never, always };
+inline RowPairs g_backward_row_pairs = RowPairs::where_it_pays;
 
 // Threads cpu_forward / cpu_backward use for these arguments (the kernels
 // call the same functions).

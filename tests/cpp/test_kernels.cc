@@ -57,8 +57,8 @@ class ScopedBf16Instructions {
 // scope.
 class ScopedRowPairs {
  public:
-  explicit ScopedRowPairs(bool on) { detail::g_backward_row_pairs = on; }
-  ~ScopedRowPairs() { detail::g_backward_row_pairs = true; }
+  explicit ScopedRowPairs(detail::RowPairs rule) { detail::g_backward_row_pairs = rule; }
+  ~ScopedRowPairs() { detail::g_backward_row_pairs = detail::RowPairs::where_it_pays; }
   ScopedRowPairs(const ScopedRowPairs&) = delete;
   ScopedRowPairs& operator=(const ScopedRowPairs&) = delete;
 };
@@ -988,11 +988,12 @@ TEST_P(Kernels, BitwiseAcrossThreadCounts) {
   }
 }
 
-// The backward gives the same bits with its pass A two rows at a time (on
-// targets that do so) as one row at a time: each row's sums are its own,
-// and each partial adds the second row's term after the first's. Blocks of
-// an odd number of rows (33 rows: blocks of 9), short rows fetched two rows
-// ahead, a tail, 16-bit and f32 weights, an offset, dh_out, dx in place.
+// The backward gives the same bits with its pass A two rows at a time as
+// one row at a time, on every target (the hook takes pairs beyond where
+// they pay): each row's sums are its own, and each partial adds the second
+// row's term after the first's. Blocks of an odd number of rows (33 rows:
+// blocks of 9), short rows fetched two rows ahead, wide rows fetched from
+// within, a tail, 16-bit and f32 weights, an offset, dh_out, dx in place.
 TEST_P(Kernels, BackwardRowPairsMatchOneRowAtATime) {
   struct Run {
     Case c;
@@ -1007,6 +1008,7 @@ TEST_P(Kernels, BackwardRowPairsMatchOneRowAtATime) {
                        Run{{NormKind::rms_norm, DType::f16, DType::f16, Affine::offset}, DType::f16, false, true, 33, 777},
                        Run{{NormKind::rms_norm, DType::bf16, DType::bf16, Affine::weight}, DType::bf16, true, true, 5, 16384},
                        Run{{NormKind::layer_norm, DType::f32, DType::f32, Affine::weight}, DType::f32, true, true, 9, 3000},
+                       Run{{NormKind::rms_norm, DType::f32, DType::f32, Affine::weight}, DType::f32, false, false, 3, 70001},
                        Run{{NormKind::layer_norm, DType::f64, DType::f64, Affine::both}, DType::f64, false, false, 17, 1030}}) {
     SCOPED_TRACE(name_of(r.c) + " xin=" + std::string(dtype_name(r.xin)) + (r.dh_out ? " dh_out" : "") +
                  (r.in_place ? " in-place" : "") + " rows=" + std::to_string(r.rows) + " D=" + std::to_string(r.D));
@@ -1020,7 +1022,7 @@ TEST_P(Kernels, BackwardRowPairsMatchOneRowAtATime) {
     const Params p = make_params(r.c, r.D, rng);
     std::vector<unsigned char> outs[2];
     for (bool pairs : {false, true}) {
-      ScopedRowPairs rule(pairs);
+      ScopedRowPairs rule(pairs ? detail::RowPairs::always : detail::RowPairs::never);
       const BackwardRun b = run_backward(r.c, x, dy, r.dh_out ? &dh_out : nullptr, p, 1e-5, r.in_place);
       for (const Array* o : {&b.dx, &b.dweight, &b.dbias})
         outs[pairs].insert(outs[pairs].end(), o->bytes().begin(), o->bytes().end());
