@@ -134,9 +134,10 @@ struct BackwardRow {
 // once for both, r1's terms added after r0's: the bits of two rows taken
 // one after the other, for half the partials' traffic.
 template <bool kTwo, Partials kP, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
-HWY_INLINE void PassAChunk(DC dc, BackwardRow<DC, TD, TI>& r0, std::type_identity_t<BackwardRow<DC, TD, TI>>* r1, const TW* HWY_RESTRICT w,
-                           std::size_t i, std::size_t end, hn::Vec<DC> Off, hn::TFromD<DC>* HWY_RESTRICT pdw,
-                           hn::TFromD<DC>* HWY_RESTRICT pdb, bool first, NextRows& next) {
+HWY_INLINE void PassAChunk(DC dc, BackwardRow<DC, TD, TI>& r0, std::type_identity_t<BackwardRow<DC, TD, TI>>* r1,
+                           const TW* HWY_RESTRICT w, std::size_t i, std::size_t end, hn::Vec<DC> Off,
+                           hn::TFromD<DC>* HWY_RESTRICT pdw, hn::TFromD<DC>* HWY_RESTRICT pdb, bool first,
+                           NextRows& next) {
   using V = hn::Vec<DC>;
   using Row = BackwardRow<DC, TD, TI>;
   const std::size_t N = hn::Lanes(dc);
@@ -216,9 +217,9 @@ HWY_INLINE void PassAChunk(DC dc, BackwardRow<DC, TD, TI>& r0, std::type_identit
 // Pass A over the D elements of row r0, and of r1 too (kTwo; else null),
 // chunk by chunk; `first`: r0 is the block's first row.
 template <bool kTwo, Partials kP, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
-HWY_INLINE void PassA(DC dc, BackwardRow<DC, TD, TI>& r0, std::type_identity_t<BackwardRow<DC, TD, TI>>* r1, const TW* HWY_RESTRICT w,
-                      std::size_t D, hn::Vec<DC> Off, hn::TFromD<DC>* pdw, hn::TFromD<DC>* pdb, bool first,
-                      NextRows& next) {
+HWY_INLINE void PassA(DC dc, BackwardRow<DC, TD, TI>& r0, std::type_identity_t<BackwardRow<DC, TD, TI>>* r1,
+                      const TW* HWY_RESTRICT w, std::size_t D, hn::Vec<DC> Off, hn::TFromD<DC>* pdw,
+                      hn::TFromD<DC>* pdb, bool first, NextRows& next) {
   for (std::size_t at = 0; at < D; at += kChunk)
     PassAChunk<kTwo, kP, kEO, kAddOffset>(dc, r0, r1, w, at, std::min(at + kChunk, D), Off, pdw, pdb, first, next);
 }
@@ -282,7 +283,9 @@ HWY_INLINE void PassBRow(DC dc, const BackwardRow<DC, TD, TI>& r, const TW* HWY_
   auto pair = [&](Pair<DC> dyv, Pair<DC> xv, Pair<DC> wv) HWY_ATTR NORMKIT_ALWAYS_INLINE {
     return Pair<DC>{half(dyv.a, xv.a, wv.a), half(dyv.b, xv.b, wv.b)};
   };
-  auto plus = [](Pair<DC> u, Pair<DC> v) HWY_ATTR NORMKIT_ALWAYS_INLINE { return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)}; };
+  auto plus = [](Pair<DC> u, Pair<DC> v) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+    return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)};
+  };
   auto whole = [&](std::size_t i) HWY_ATTR NORMKIT_ALWAYS_INLINE {  // the P elements at i
     const auto v = pair(LoadPair<kEO>(dc, dy + i), LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, w + i));
     if constexpr (kDhOut) return plus(v, LoadPair<kEO>(dc, dh_out + i));
@@ -334,7 +337,9 @@ HWY_INLINE void PassB(DC dc, const BackwardRow<DC, TD, TI>& r, const TW* HWY_RES
 // AVX2's 16, GCC kept them on the stack; docs/kernels.md, "Two rows' pass
 // A"). Only while both rows, the weight and the partials fit half of the
 // smallest L2 of such cores (1 MiB), and the next row is fetched ahead, not
-// from within (NextRows). g_backward_row_pairs overrides it for tests.
+// from within (NextRows). g_backward_row_pairs overrides the bound for
+// tests. Other targets compile no two-row code: a live pair branch, with
+// its two more inlined pass Bs, takes three times the compile time.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr bool kTargetPairsRows = true;
 #else
@@ -344,12 +349,11 @@ constexpr std::size_t kPairSetMaxBytes = std::size_t{512} << 10;
 
 template <Partials kP, class C, class TD, class TI>
 bool PairsRows(std::size_t D) {
-  if (kP == Partials::none || g_backward_row_pairs == RowPairs::never) return false;
+  if (!kTargetPairsRows || kP == Partials::none || g_backward_row_pairs == RowPairs::never) return false;
   if (g_backward_row_pairs == RowPairs::always) return true;
   const std::size_t partial_rows = kP == Partials::dweight_dbias ? 2 : 1;
   const std::size_t set = D * (2 * (sizeof(TD) + sizeof(TI)) + sizeof(C) * (1 + partial_rows));
-  return kTargetPairsRows && set <= kPairSetMaxBytes &&
-         D * std::max(sizeof(TD), sizeof(TI)) <= g_next_row_max_bytes;
+  return set <= kPairSetMaxBytes && D * std::max(sizeof(TD), sizeof(TI)) <= g_next_row_max_bytes;
 }
 
 // Rows [begin, end) with storage types TD (dy), TI (xin, dh_out, dx), TW

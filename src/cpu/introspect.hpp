@@ -42,11 +42,11 @@ void use_bf16_instructions(bool on);  // on takes effect only where the CPU has 
 std::size_t next_row_max_bytes();
 inline const std::size_t g_next_row_max_bytes = next_row_max_bytes();
 
-// How the backward's pass A takes rows (backward.cc, PairsRows): two at a
-// time where that pays (the default), one at a time, or two at a time
-// wherever parameter gradients are wanted, on every target. The bits are
-// the same in every case; tests compare never with always, so that every
-// target runs the two-row code. Process-wide; not for concurrent use.
+// How the backward's pass A takes rows on targets that take two at a time
+// (AVX-512; backward.cc, PairsRows): two where that pays (the default), one
+// at a time, or two wherever parameter gradients are wanted, whatever the
+// row's width. The bits are the same in every case; tests compare never
+// with always. Process-wide; not for concurrent use.
 enum class RowPairs { where_it_pays, never, always };
 inline RowPairs g_backward_row_pairs = RowPairs::where_it_pays;
 

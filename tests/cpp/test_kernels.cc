@@ -988,12 +988,13 @@ TEST_P(Kernels, BitwiseAcrossThreadCounts) {
   }
 }
 
-// The backward gives the same bits with its pass A two rows at a time as
-// one row at a time, on every target (the hook takes pairs beyond where
-// they pay): each row's sums are its own, and each partial adds the second
-// row's term after the first's. Blocks of an odd number of rows (33 rows:
-// blocks of 9), short rows fetched two rows ahead, wide rows fetched from
-// within, a tail, 16-bit and f32 weights, an offset, dh_out, dx in place.
+// The backward gives the same bits with its pass A two rows at a time (on
+// targets that take pairs; the hook takes them beyond where they pay) as
+// one row at a time: each row's sums are its own, and each partial adds
+// the second row's term after the first's. Blocks of an odd number of rows
+// (33 rows: blocks of 9), short rows fetched two rows ahead, wide rows
+// fetched from within, a tail, 16-bit and f32 weights, an offset, dh_out,
+// dx in place.
 TEST_P(Kernels, BackwardRowPairsMatchOneRowAtATime) {
   struct Run {
     Case c;
