@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "cpu/introspect.hpp"
@@ -269,6 +270,8 @@ struct PassBTerms {
 template <bool kAffine, bool kDhOut, bool kEO, bool kAddOffset, class DC, class TD, class TI, class TW>
 HWY_INLINE void PassBRow(DC dc, const BackwardRow<DC, TD, TI>& r, const TW* HWY_RESTRICT w, std::size_t D,
                          const PassBTerms<DC>& t, hn::Vec<DC> Off, bool stream, NextRows& next) {
+  // The arrays as locals, which no store can alias: read through r, they
+  // might be reloaded after each vector store (which may alias any object).
   const TD* dy = r.dy;
   const TI *x = r.x, *dh_out = r.dh_out;
   TI* dx = r.dx;
@@ -338,8 +341,8 @@ HWY_INLINE void PassB(DC dc, const BackwardRow<DC, TD, TI>& r, const TW* HWY_RES
 // A"). Only while both rows, the weight and the partials fit half of the
 // smallest L2 of such cores (1 MiB), and the next row is fetched ahead, not
 // from within (NextRows). g_backward_row_pairs overrides the bound for
-// tests. Other targets compile no two-row code: a live pair branch, with
-// its two more inlined pass Bs, takes three times the compile time.
+// tests. Other targets compile no two-row code: live in the row loop, it
+// slowed their one-row path on short rows (docs/kernels.md).
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr bool kTargetPairsRows = true;
 #else
@@ -383,23 +386,25 @@ void BackwardRowLoop(const BackwardArgs& a, std::int64_t begin, std::int64_t end
   };
   using Row = BackwardRow<DC, TD, TI>;
   for (std::int64_t row = begin; row < end;) {
+    // A group of one row, or of two where pass A pairs them.
+    const std::int64_t n = pairs && row + 1 < end ? 2 : 1;
     Row r0(dc, a, row);
-    if (pairs && row + 1 < end) {
-      // Pass A of both rows fetches the row after them whole; the two pass
+    std::optional<Row> r1;
+    aim_after(row + n - 1);
+    if (n == 2) {
+      r1.emplace(dc, a, row + 1);
+      // Pass A of both rows fetched the row after them whole; their pass
       // Bs share the one after that.
-      Row r1(dc, a, row + 1);
-      aim_after(row + 1);
-      PassA<true, kP, kEO, kAddOffset>(dc, r0, &r1, w, D, Off, pdw, pdb, row == begin, next);
+      PassA<true, kP, kEO, kAddOffset>(dc, r0, &*r1, w, D, Off, pdw, pdb, row == begin, next);
       aim_after(row + 2);
-      PassB<kEO, kAddOffset>(dc, r0, w, D, Off, stream, next);
-      PassB<kEO, kAddOffset>(dc, r1, w, D, Off, stream, next);
-      row += 2;
     } else {
-      aim_after(row);
       PassA<false, kP, kEO, kAddOffset>(dc, r0, nullptr, w, D, Off, pdw, pdb, row == begin, next);
-      PassB<kEO, kAddOffset>(dc, r0, w, D, Off, stream, next);
-      row += 1;
     }
+    // One pass-B site for the group: each site inlines PassB's four forms,
+    // so a second one would double the loop's compile time for nothing.
+    const Row* group[2] = {&r0, r1 ? &*r1 : nullptr};
+    for (std::int64_t k = 0; k < n; ++k) PassB<kEO, kAddOffset>(dc, *group[k], w, D, Off, stream, next);
+    row += n;
   }
   if (stream) hwy::FlushStream();  // order the non-temporal stores before the join
 }

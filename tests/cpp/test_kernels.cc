@@ -53,8 +53,8 @@ class ScopedBf16Instructions {
   ScopedBf16Instructions& operator=(const ScopedBf16Instructions&) = delete;
 };
 
-// Sets whether the backward's pass A may take two rows at a time, for the
-// scope.
+// Sets the rule by which the backward's pass A takes two rows at a time
+// (where it pays, never, always), for the scope; then back to the default.
 class ScopedRowPairs {
  public:
   explicit ScopedRowPairs(detail::RowPairs rule) { detail::g_backward_row_pairs = rule; }
