@@ -50,16 +50,24 @@ HWY_INLINE Pair<DC> LoadPairTail(DC dc, const Arranged<C>* HWY_RESTRICT p, std::
 // row: 16-bit parameters, or f32 parameters of a bf16 row (whose even/odd
 // loops would split them with shuffles); for at least kArrangeMinRows rows,
 // so one row (a decode step) does not pay for a pass over the parameters;
-// and up to kArrangeMaxRowBytes per arranged row, since wider arranged rows
-// cost more L2 room than the conversions they save (measured in
-// docs/kernels.md, "The affine x̂ and the arranged parameters").
+// and up to a width, past which the arranged rows (twice the bytes of 16-bit
+// ones) cost more L2 room than the conversions they save:
+// - kArrangeMaxRowBytes, 16 KiB per arranged row (D <= 4096), for the
+//   backward, and for the forward on AVX-512 targets, where it was measured;
+// - kForwardArrangeMaxRowBytes for the forward on AVX2 and older targets:
+//   256 KiB (D <= 65536, the widest measured). There the output pass pays
+//   twice as many conversions per element as with 512-bit vectors, and
+//   arranging measured faster at every width, the parameters read from L3
+//   included.
+// Measured in docs/kernels.md, "The affine x̂ and the arranged parameters".
 template <class C, class TX, class TW>
 inline constexpr bool kArrange = !std::is_same_v<TW, C> || kEvenOdd<TX>;
 inline constexpr std::int64_t kArrangeMinRows = 4;
 inline constexpr std::size_t kArrangeMaxRowBytes = 16 * 1024;
+inline constexpr std::size_t kForwardArrangeMaxRowBytes = HWY_MAX_BYTES >= 64 ? kArrangeMaxRowBytes : 256 * 1024;
 
-inline bool ArrangesParams(std::int64_t rows, std::size_t arranged_row_bytes) {
-  return rows >= kArrangeMinRows && arranged_row_bytes <= kArrangeMaxRowBytes;
+inline bool ArrangesParams(std::int64_t rows, std::size_t arranged_row_bytes, std::size_t max_row_bytes) {
+  return rows >= kArrangeMinRows && arranged_row_bytes <= max_row_bytes;
 }
 
 // Calls each(v, i, is_bias) with the vectors of gw = w + off and, if b is
@@ -133,7 +141,7 @@ HWY_NOINLINE bool ParamsFinite(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_RE
 // This thread's arranged weight (+ off) and, if b is not null, bias for
 // `rows` rows of width D read by loops of layout kEO, in this thread's
 // arranged_params scratch; both null where arranging does not pay
-// (ArrangesParams).
+// (ArrangesParams, with the pass's max_row_bytes).
 template <class C>
 struct ArrangedRows {
   const Arranged<C>* w = nullptr;
@@ -142,10 +150,10 @@ struct ArrangedRows {
 };
 template <bool kEO, class DC, class TW>
 HWY_INLINE ArrangedRows<hn::TFromD<DC>> ArrangeForRows(DC dc, std::int64_t rows, std::size_t D, const TW* w,
-                                                       const TW* b, hn::TFromD<DC> off) {
+                                                       const TW* b, hn::TFromD<DC> off, std::size_t max_row_bytes) {
   using C = hn::TFromD<DC>;
   const std::size_t padded = hwy::RoundUpTo(D, 2 * hn::Lanes(dc));
-  if (!ArrangesParams(rows, padded * sizeof(C))) return {};
+  if (!ArrangesParams(rows, padded * sizeof(C), max_row_bytes)) return {};
   void* buffer = scratch_buffer((b ? 2 : 1) * padded * sizeof(C), Scratch::arranged_params);
   auto* gw = static_cast<Arranged<C>*>(buffer);
   Arranged<C>* gb = b ? gw + padded : nullptr;

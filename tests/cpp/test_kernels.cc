@@ -850,8 +850,9 @@ TEST_P(Kernels, SingleBlockGradientsMatchTheReduction) {
 // Each row of a plain forward is bit for bit what a call on that row alone
 // gives, on every target: short 16-bit rows take the next row's statistics
 // before this row's output pass (PlainRowsPipelined), and a one-row call
-// neither pipelines nor arranges the parameters. A row with a large mean
-// (the centred pass) is among them; in place and not.
+// neither pipelines nor arranges the parameters (arranged at D = 8192 on
+// AVX2 and older targets only). A row with a large mean (the centred pass)
+// is among them; in place and not.
 TEST_P(Kernels, EachRowAsIfAlone) {
   std::mt19937_64 rng(13);
   const std::vector<Case> cases = {{NormKind::layer_norm, DType::f16, DType::f16, Affine::both},
@@ -861,7 +862,7 @@ TEST_P(Kernels, EachRowAsIfAlone) {
                                    {NormKind::layer_norm, DType::f32, DType::f32, Affine::both}};
   const auto bits = [](double v) { return std::bit_cast<std::uint64_t>(v); };
   for (const Case& c : cases) {
-    for (std::int64_t D : {std::int64_t{37}, std::int64_t{768}, std::int64_t{2048}}) {
+    for (std::int64_t D : {std::int64_t{37}, std::int64_t{768}, std::int64_t{2048}, std::int64_t{8192}}) {
       for (bool in_place : {false, true}) {
         SCOPED_TRACE(name_of(c) + " D=" + std::to_string(D) + (in_place ? " in-place" : ""));
         const std::int64_t rows = 9;
@@ -890,12 +891,13 @@ TEST_P(Kernels, EachRowAsIfAlone) {
 // carries into the sign under the rounding without that case and would come
 // out as -0: in a weight, a bias or an f32 residual it must still give NaN,
 // in its column (parameters) or its row (residual) and nowhere else, with
-// parameters arranged (D <= 4096) and read as stored (D = 8192).
+// parameters arranged (D <= 4096; D = 8192 on AVX2 and older targets) and
+// read as stored (D = 8192 on AVX-512 targets; D = 70000 on every target).
 TEST_P(Kernels, Bf16RowsRoundAFullPayloadNaNToNaN) {
   const double full_nan = std::bit_cast<double>(std::uint64_t{0x7fffffffe0000000});
   ASSERT_EQ(std::bit_cast<std::uint32_t>(static_cast<float>(full_nan)), 0x7fffffffu);
   std::mt19937_64 rng(14);
-  for (std::int64_t D : {std::int64_t{37}, std::int64_t{768}, std::int64_t{8192}}) {
+  for (std::int64_t D : {std::int64_t{37}, std::int64_t{768}, std::int64_t{8192}, std::int64_t{70000}}) {
     for (bool layer : {true, false}) {
       SCOPED_TRACE(std::string(layer ? "layer" : "rms") + " D=" + std::to_string(D));
       const std::int64_t rows = 8, col = D / 2, bad_row = 3;
