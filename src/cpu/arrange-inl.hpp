@@ -50,21 +50,21 @@ HWY_INLINE Pair<DC> LoadPairTail(DC dc, const Arranged<C>* HWY_RESTRICT p, std::
 // row: 16-bit parameters, or f32 parameters of a bf16 row (whose even/odd
 // loops would split them with shuffles); for at least kArrangeMinRows rows,
 // so one row (a decode step) does not pay for a pass over the parameters;
-// and up to a width, past which the arranged rows (twice the bytes of 16-bit
-// ones) cost more L2 room than the conversions they save:
-// - kArrangeMaxRowBytes, 16 KiB per arranged row (D <= 4096), for the
-//   backward, and for the forward on AVX-512 targets, where it was measured;
-// - kForwardArrangeMaxRowBytes for the forward on AVX2 and older targets:
-//   256 KiB (D <= 65536, the widest measured). There the output pass pays
-//   twice as many conversions per element as with 512-bit vectors, and
-//   arranging measured faster at every width, the parameters read from L3
-//   included.
+// and up to a width per arranged row, past which the copy costs more than
+// the conversions it saves:
+// - kArrangeMaxRowBytes, 16 KiB (D <= 4096), on AVX-512 targets, and on
+//   every target for the backward's 16-bit weights: there the arranged row,
+//   twice the stored one, crowded L2 more than the conversions cost;
+// - kWideArrangeMaxRowBytes, 256 KiB (D <= 65536, the widest measured), for
+//   the forward on AVX2 and older targets, whose output pass converts half as
+//   many elements per instruction, and for the backward's f32 weights of bf16
+//   rows there, whose arranged row takes no more room than the stored one.
 // Measured in docs/kernels.md, "The affine x̂ and the arranged parameters".
 template <class C, class TX, class TW>
 inline constexpr bool kArrange = !std::is_same_v<TW, C> || kEvenOdd<TX>;
 inline constexpr std::int64_t kArrangeMinRows = 4;
 inline constexpr std::size_t kArrangeMaxRowBytes = 16 * 1024;
-inline constexpr std::size_t kForwardArrangeMaxRowBytes = HWY_MAX_BYTES >= 64 ? kArrangeMaxRowBytes : 256 * 1024;
+inline constexpr std::size_t kWideArrangeMaxRowBytes = HWY_MAX_BYTES >= 64 ? kArrangeMaxRowBytes : 256 * 1024;
 
 inline bool ArrangesParams(std::int64_t rows, std::size_t arranged_row_bytes, std::size_t max_row_bytes) {
   return rows >= kArrangeMinRows && arranged_row_bytes <= max_row_bytes;

@@ -625,7 +625,7 @@ void ForwardRowsWithParams(const ForwardArgs& a, std::int64_t begin, std::int64_
                                                            static_cast<std::size_t>(a.D), w,
                                                            K == NormKind::layer_norm ? b : nullptr,
                                                            static_cast<C>(a.weight_offset),
-                                                           kForwardArrangeMaxRowBytes);
+                                                           kWideArrangeMaxRowBytes);
     if (g.w) return ForwardRowLoop<K, C, TX, TR>(a, begin, end, stream, g.w, g.b, 0.0, g.finite);
   }
   // Parameters read as stored: for bf16 rows, a pass over them finds whether

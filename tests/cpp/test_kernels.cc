@@ -334,6 +334,23 @@ TEST_P(Kernels, BackwardEveryDtypeAndWidth) {
   }
 }
 
+// Wide rows with their parameters arranged (arrange-inl.hpp: on AVX2 and
+// older targets, the forward's up to D = 65536 and the backward's f32
+// weights of bf16 rows; AVX-512 targets read them as stored here), against
+// the oracle: enough rows to arrange, a width that ends in a partial pair.
+TEST_P(Kernels, WideRowsWithArrangedParameters) {
+  std::mt19937_64 rng(15);
+  for (const Case& c : {Case{NormKind::layer_norm, DType::bf16, DType::f32, Affine::both},
+                        Case{NormKind::rms_norm, DType::bf16, DType::f32, Affine::offset},
+                        Case{NormKind::layer_norm, DType::f16, DType::f16, Affine::both},
+                        Case{NormKind::rms_norm, DType::bf16, DType::bf16, Affine::weight}}) {
+    check_forward(c, std::nullopt, 5, 8195, false, rng);
+    check_forward(c, DType::f32, 5, 8195, true, rng);
+    check_backward(c, c.x, false, 5, 8195, false, rng);
+    check_backward(c, c.x, true, 5, 8195, true, rng);
+  }
+}
+
 // Outputs of kStreamMinBytes or more are written with non-temporal stores,
 // after peeling to an aligned address: rows here start unaligned (strides
 // D + 2, D + 3) and end in a partial vector. At D = 1000 the 16-bit
