@@ -50,24 +50,30 @@ HWY_INLINE Pair<DC> LoadPairTail(DC dc, const Arranged<C>* HWY_RESTRICT p, std::
 // row: 16-bit parameters, or f32 parameters of a bf16 row (whose even/odd
 // loops would split them with shuffles); for at least kArrangeMinRows rows,
 // so one row (a decode step) does not pay for a pass over the parameters;
-// and up to a width per arranged row, past which the copy costs more than
-// the conversions it saves:
-// - kArrangeMaxRowBytes, 16 KiB (D <= 4096), on AVX-512 targets, and on
-//   every target for the backward's 16-bit weights: there the arranged row,
-//   twice the stored one, crowded L2 more than the conversions cost;
-// - kWideArrangeMaxRowBytes, 256 KiB (D <= 65536, the widest measured), for
-//   the forward on AVX2 and older targets, whose output pass converts half as
-//   many elements per instruction, and for the backward's f32 weights of bf16
-//   rows there, whose arranged row takes no more room than the stored one.
-// Measured in docs/kernels.md, "The affine x̂ and the arranged parameters".
+// and up to a width per arranged row (ArrangeMaxRowBytes), past which the
+// copy costs more than the conversions it saves.
 template <class C, class TX, class TW>
 inline constexpr bool kArrange = !std::is_same_v<TW, C> || kEvenOdd<TX>;
 inline constexpr std::int64_t kArrangeMinRows = 4;
-inline constexpr std::size_t kArrangeMaxRowBytes = 16 * 1024;
-inline constexpr std::size_t kWideArrangeMaxRowBytes = HWY_MAX_BYTES >= 64 ? kArrangeMaxRowBytes : 256 * 1024;
 
-inline bool ArrangesParams(std::int64_t rows, std::size_t arranged_row_bytes, std::size_t max_row_bytes) {
-  return rows >= kArrangeMinRows && arranged_row_bytes <= max_row_bytes;
+// The pass that reads the arranged parameters.
+enum class ArrangedFor { forward, backward };
+
+// The widest arranged row, in bytes, for compute type C and parameters TW:
+// - 16 KiB (D <= 4096) on AVX-512 targets, and on every target for the
+//   backward's 16-bit weights: there the arranged row, twice the stored one,
+//   crowded L2 more than the conversions cost;
+// - 256 KiB (D <= 65536, the widest measured) for the forward on AVX2 and
+//   older targets, whose output pass converts half as many elements per
+//   instruction, and for the backward's f32 weights of bf16 rows there,
+//   whose arranged row takes no more room than the stored one.
+// Measured in docs/kernels.md, "The affine x̂ and the arranged parameters".
+template <class C, class TW>
+constexpr std::size_t ArrangeMaxRowBytes(ArrangedFor pass) {
+  constexpr std::size_t kNarrow = 16 * 1024, kWide = 256 * 1024;
+  if (HWY_MAX_BYTES >= 64) return kNarrow;
+  if (pass == ArrangedFor::forward || sizeof(TW) == sizeof(C)) return kWide;
+  return kNarrow;
 }
 
 // Calls each(v, i, is_bias) with the vectors of gw = w + off and, if b is
@@ -141,19 +147,19 @@ HWY_NOINLINE bool ParamsFinite(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_RE
 // This thread's arranged weight (+ off) and, if b is not null, bias for
 // `rows` rows of width D read by loops of layout kEO, in this thread's
 // arranged_params scratch; both null where arranging does not pay
-// (ArrangesParams, with the pass's max_row_bytes).
+// (kArrangeMinRows, ArrangeMaxRowBytes for `pass`).
 template <class C>
 struct ArrangedRows {
   const Arranged<C>* w = nullptr;
   const Arranged<C>* b = nullptr;
   bool finite = false;  // every value of w and b is finite
 };
-template <bool kEO, class DC, class TW>
+template <bool kEO, ArrangedFor kPass, class DC, class TW>
 HWY_INLINE ArrangedRows<hn::TFromD<DC>> ArrangeForRows(DC dc, std::int64_t rows, std::size_t D, const TW* w,
-                                                       const TW* b, hn::TFromD<DC> off, std::size_t max_row_bytes) {
+                                                       const TW* b, hn::TFromD<DC> off) {
   using C = hn::TFromD<DC>;
   const std::size_t padded = hwy::RoundUpTo(D, 2 * hn::Lanes(dc));
-  if (!ArrangesParams(rows, padded * sizeof(C), max_row_bytes)) return {};
+  if (rows < kArrangeMinRows || padded * sizeof(C) > ArrangeMaxRowBytes<C, TW>(kPass)) return {};
   void* buffer = scratch_buffer((b ? 2 : 1) * padded * sizeof(C), Scratch::arranged_params);
   auto* gw = static_cast<Arranged<C>*>(buffer);
   Arranged<C>* gb = b ? gw + padded : nullptr;

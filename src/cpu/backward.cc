@@ -416,9 +416,10 @@ void BackwardRowsWithParams(const BackwardArgs& a, std::int64_t begin, std::int6
   const TW* w = static_cast<const TW*>(a.weight);
   if constexpr (kArrange<C, TI, TW>) {
     const ArrangedRows<C> g =
-        ArrangeForRows<kEvenOdd<TI>>(hn::ScalableTag<C>(), end - begin, static_cast<std::size_t>(a.D), w,
-                                     static_cast<const TW*>(nullptr), static_cast<C>(a.weight_offset),
-                                     sizeof(TW) == sizeof(C) ? kWideArrangeMaxRowBytes : kArrangeMaxRowBytes);
+        ArrangeForRows<kEvenOdd<TI>, ArrangedFor::backward>(hn::ScalableTag<C>(), end - begin,
+                                                            static_cast<std::size_t>(a.D), w,
+                                                            static_cast<const TW*>(nullptr),
+                                                            static_cast<C>(a.weight_offset));
     if (g.w) return BackwardRowLoop<kP, false, C, TD, TI>(a, begin, end, pdw, pdb, stream, g.w, 0.0);
   }
   if (static_cast<C>(a.weight_offset) != C{0})

@@ -621,11 +621,9 @@ void ForwardRowsWithParams(const ForwardArgs& a, std::int64_t begin, std::int64_
   const TW* w = static_cast<const TW*>(a.weight);
   const TW* b = static_cast<const TW*>(a.bias);
   if constexpr (kArrange<C, TX, TW>) {
-    const ArrangedRows<C> g = ArrangeForRows<kEvenOdd<TX>>(hn::ScalableTag<C>(), end - begin,
-                                                           static_cast<std::size_t>(a.D), w,
-                                                           K == NormKind::layer_norm ? b : nullptr,
-                                                           static_cast<C>(a.weight_offset),
-                                                           kWideArrangeMaxRowBytes);
+    const ArrangedRows<C> g = ArrangeForRows<kEvenOdd<TX>, ArrangedFor::forward>(
+        hn::ScalableTag<C>(), end - begin, static_cast<std::size_t>(a.D), w, K == NormKind::layer_norm ? b : nullptr,
+        static_cast<C>(a.weight_offset));
     if (g.w) return ForwardRowLoop<K, C, TX, TR>(a, begin, end, stream, g.w, g.b, 0.0, g.finite);
   }
   // Parameters read as stored: for bf16 rows, a pass over them finds whether
