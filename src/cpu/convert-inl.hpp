@@ -143,8 +143,37 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PackBf16Pair(DF df, hn::Vec<DF> eve
     }
   }
 #endif
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4
+  // The rounding runs once on the packed words instead of once per vector:
+  // 9 operations per pair instead of 11 (14 instead of 17 with the NaN
+  // case), 2 of them shifts instead of 5. Each lane's two words are the even
+  // and the odd element's: `top` the bf16 that truncation would give, `low`
+  // the bits that rounding drops.
+  const hn::Repartition<std::uint16_t, DF> dw;
+  const hn::RebindToSigned<decltype(dw)> dsw;
+  const auto ue = hn::BitCast(du, even), uo = hn::BitCast(du, odd);
+  const auto top = hn::OddEven(hn::BitCast(dw, uo), hn::BitCast(dw, hn::ShiftRight<16>(ue)));
+  const auto low = hn::OddEven(hn::BitCast(dw, hn::ShiftLeft<16>(uo)), hn::BitCast(dw, ue));
+  // Round to nearest even: top + 1 where low + (top & 1) > 0x8000, tested as
+  // the signed (low − 0x8000) +sat (top & 1) > 0. This is Bf16RoundedBits'
+  // carry out of the bottom half, so the words are its top halves.
+  const auto lsb = hn::And(top, hn::Set(dw, 1));
+  const auto centred = hn::BitCast(dsw, hn::Xor(low, hn::Set(dw, 0x8000)));
+  const auto up = hn::Gt(hn::SaturatedAdd(centred, hn::BitCast(dsw, lsb)), hn::Zero(dsw));
+  auto words = hn::Sub(top, hn::BitCast(dw, hn::VecFromMask(dsw, up)));
+  if constexpr (!kNaNFree) {  // a NaN: its top half with the quiet bit set
+    const auto nan = hn::OddEven(hn::BitCast(dw, hn::VecFromMask(df, hn::IsNaN(odd))),
+                                 hn::BitCast(dw, hn::VecFromMask(df, hn::IsNaN(even))));
+    words = hn::IfThenElse(hn::MaskFromVec(nan), hn::Or(top, hn::Set(dw, 0x0040)), words);
+  }
+  return hn::BitCast(du, words);
+#else
+  // Each vector rounded alone: AVX-512 merges the halves with one
+  // ternary-logic instruction (10 operations per pair either way, fewer with
+  // the NaN case), and SSSE3 has no 16-bit blend.
   return hn::OrAnd(hn::ShiftRight<16>(Bf16RoundedBits<kNaNFree>(df, even)), Bf16RoundedBits<kNaNFree>(df, odd),
                    hn::Set(du, 0xffff0000u));
+#endif
 }
 
 // Loads Lanes(dc) elements of storage type T at p as compute lanes.

@@ -504,7 +504,7 @@ HWY_INLINE void OutputRowOffset(DC dc, Src src, TY* y, const TW* w, const TW* b,
 // pass reads it (the stored row itself, or SumRow).
 // A bf16 row with a finite x̂ and finite parameters is NaN-free: y = x̂·g + b
 // of finite operands is finite or ±Inf. Its rounding then skips the NaN
-// case, 3 of the 7 integer operations per vector on targets without the
+// case, about a third of its integer operations on targets without the
 // AVX-512 BF16 instructions (docs/kernels.md, "NaN-free bf16 rows").
 template <NormKind K, class DC, class Src, class TY, class TW>
 HWY_INLINE void WriteRow(DC dc, Src src, TY* y, const TW* w, const TW* b, std::size_t D, const XhatForm& f,

@@ -26,7 +26,7 @@ namespace normkit::detail::HWY_NAMESPACE {
 //   true:  a = the even-indexed elements, b = the odd-indexed ones.
 // The second exists for bf16, whose value is the top half of an f32: one
 // full-width integer load gives both halves with a shift and an AND, and a
-// store packs two rounded halves with a shift and one bitwise op. The
+// store rounds and packs both with integer work only (PackBf16Pair). The
 // consecutive layout needs a widening shuffle per vector for that (and a
 // narrowing one to store), and with one shuffle port on AVX-512 those
 // shuffles were what limited the bf16 loops. Loops
