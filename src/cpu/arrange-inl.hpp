@@ -147,7 +147,7 @@ HWY_NOINLINE bool ParamsFinite(DC dc, const TW* HWY_RESTRICT w, const TW* HWY_RE
 // This thread's arranged weight (+ off) and, if b is not null, bias for
 // `rows` rows of width D read by loops of layout kEO, in this thread's
 // arranged_params scratch; both null where arranging does not pay
-// (kArrangeMinRows, ArrangeMaxRowBytes for `pass`).
+// (kArrangeMinRows, and ArrangeMaxRowBytes for the pass kPass).
 template <class C>
 struct ArrangedRows {
   const Arranged<C>* w = nullptr;
