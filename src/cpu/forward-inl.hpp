@@ -259,9 +259,12 @@ HWY_INLINE RowStats LayerStats(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn
   return CentredStats<kEO>(dc, p, D, scale, static_cast<hn::TFromD<DC>>(mean));
 }
 
+// Pass 1 of a row and its statistics, inlined into the row loops: out of
+// line, the call and the register saves around it were a measurable part of
+// a short row (docs/kernels.md, "The statistics pass inlined").
 template <NormKind K, bool kScaled, class DC, class T>
-HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale,
-                                 NextRows& next) {
+HWY_INLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale,
+                               NextRows& next) {
   constexpr bool kLayer = K == NormKind::layer_norm;
   constexpr bool kEO = kEvenOdd<T>;
   ChunkSums row;
@@ -269,6 +272,14 @@ HWY_NOINLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, 
     row.add(SumChunk<kLayer, kScaled, kEO>(dc, p + off, std::min(kChunk, D - off), scale, next));
   if constexpr (kLayer) return LayerStats<kEO>(dc, p, D, scale, row);
   else return {0.0, 0.0, row.q};
+}
+
+// The statistics of a row rescued by PrepareRow, scaled by `scale` (a power
+// of two): out of line, as rescues are rare.
+template <NormKind K, class DC, class T>
+HWY_NOINLINE RowStats RescaledStatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale) {
+  NextRows none;  // the row is in cache: nothing to fetch
+  return StatsOfRow<K, true>(dc, p, D, scale, none);
 }
 
 // The statistics of h = x + residual, written as it goes; bitwise those
@@ -444,8 +455,7 @@ HWY_INLINE XhatForm PrepareRow(DC dc, const TI* HWY_RESTRICT p, RowStats st, std
       constexpr int kMaxExp = std::numeric_limits<C>::max_exponent - 2;
       const int e = std::clamp(std::ilogb(amax) + 1, -kMaxExp, kMaxExp);
       scale = std::ldexp(1.0, -e);
-      NextRows none;
-      st = StatsOfRow<K, true>(dc, p, D, static_cast<C>(scale), none);
+      st = RescaledStatsOfRow<K>(dc, p, D, static_cast<C>(scale));
       var = st.m2 / Dd;
     }
   }
