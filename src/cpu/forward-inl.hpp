@@ -146,27 +146,52 @@ HWY_INLINE ChunkSums SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn:
       });
 }
 
+// A streamed f16 h kept widened: the fused op's first pass also stores the
+// f32 values of h as stored in a scratch row (KeptRow), and the output pass
+// reads them there instead of forming h again from x and the residual
+// (SumRow), which takes three more f16 conversions per vector. Where those
+// conversions are slow (Zen 2 runs one per two cycles), they bound the
+// fused f16 op, and two stores and two loads per pair cost less
+// (docs/kernels.md, "A streamed f16 h kept widened"). Highway's AVX2 target
+// only: the others were not measured.
+template <class TR, bool kStreamH>
+inline constexpr bool kKeepsH =
+#if HWY_TARGET == HWY_AVX2
+    kStreamH && std::is_same_v<TR, hwy::float16_t>;
+#else
+    false;
+#endif
+
 // Fused pass 1: h = x + residual, rounded to h's dtype and stored; returns
 // the sums of the stored values. The sum is formed in the compute type and
 // rounded once to h's dtype, as PyTorch's add does. kStreamH: whole pairs of
 // h are written with non-temporal stores (h + i aligned for them).
+// kept: non-null (a streamed f16 h, see KeptRow) where the values of h as
+// stored are also written there, widened, pair after pair.
 template <bool kWithSum, bool kEO, bool kStreamH, class DC, class TX, class TR>
 HWY_INLINE ChunkSums FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
-                                std::size_t n, NextRows& next) {
+                                std::size_t n, NextRows& next, hn::TFromD<DC>* HWY_RESTRICT kept) {
   auto add = [](Pair<DC> u, Pair<DC> v) HWY_ATTR NORMKIT_ALWAYS_INLINE {
     return Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)};
+  };
+  auto keep = [&](Pair<DC> v, std::size_t i) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+    if constexpr (kKeepsH<TR, kStreamH>) {
+      hn::Store(v.a, dc, kept + i);
+      hn::Store(v.b, dc, kept + i + hn::Lanes(dc));
+    }
+    return v;
   };
   return SumLoop<kWithSum, sizeof(TX), sizeof(TR)>(
       dc, n, next,
       [&](std::size_t i) HWY_ATTR NORMKIT_ALWAYS_INLINE {
         const Pair<DC> v = add(LoadPair<kEO>(dc, x + i), LoadPair<kEO>(dc, r + i));
-        if constexpr (kStreamH) return StreamPair<kEO>(dc, v, h + i);
+        if constexpr (kStreamH) return keep(StreamPair<kEO>(dc, v, h + i), i);
         else return StorePair<kEO>(dc, v, h + i);
       },
       [&](std::size_t i, std::size_t k) HWY_ATTR NORMKIT_ALWAYS_INLINE {
         // Both inputs are loaded before h is written: h may alias x or residual.
         const auto v = add(LoadPairTail<kEO>(dc, x + i, k), LoadPairTail<kEO>(dc, r + i, k));
-        return StorePairTail<kEO>(dc, v, h + i, k);  // padding lanes are 0 + 0
+        return keep(StorePairTail<kEO>(dc, v, h + i, k), i);  // padding lanes are 0 + 0
       });
 }
 
@@ -286,13 +311,14 @@ HWY_NOINLINE RowStats RescaledStatsOfRow(DC dc, const T* HWY_RESTRICT p, std::si
 // StatsOfRow<K, false> gives for the stored h. kStreamH: see FusedChunk.
 template <NormKind K, bool kStreamH, class DC, class TX, class TR>
 HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
-                                    std::size_t D, NextRows& next) {
+                                    std::size_t D, NextRows& next, hn::TFromD<DC>* kept = nullptr) {
   using C = hn::TFromD<DC>;
   constexpr bool kLayer = K == NormKind::layer_norm;
   constexpr bool kEO = kEvenOdd<TR>;  // h's layout, as StatsOfRow would take it
   ChunkSums row;
   for (std::size_t off = 0; off < D; off += kChunk)
-    row.add(FusedChunk<kLayer, kEO, kStreamH>(dc, x + off, r + off, h + off, std::min(kChunk, D - off), next));
+    row.add(FusedChunk<kLayer, kEO, kStreamH>(dc, x + off, r + off, h + off, std::min(kChunk, D - off), next,
+                                              kept ? kept + off : nullptr));
   if constexpr (kLayer) return LayerStats<kEO>(dc, static_cast<const TR*>(h), D, C{1}, row);
   else return {0.0, 0.0, row.q};
 }
@@ -324,11 +350,27 @@ HWY_INLINE Pair<DC> LoadRowTail(DC dc, SumRow<TX, TR> s, std::size_t i, std::siz
   const Pair<DC> u = LoadPairTail<kEO>(dc, s.x + i, n), v = LoadPairTail<kEO>(dc, s.r + i, n);
   return RoundPair<kEO, TR>(dc, Pair<DC>{hn::Add(u.a, v.a), hn::Add(u.b, v.b)});
 }
+// Or the stored h widened (kKeepsH): the kept row, read as stored.
+template <class C, class TR>
+struct KeptRow {
+  const C* p;
+};
+template <bool kEO, class DC, class C, class TR>
+HWY_INLINE Pair<DC> LoadRow(DC dc, KeptRow<C, TR> k, std::size_t i) {
+  static_assert(!kEO, "a kept row is in the consecutive layout");
+  return Pair<DC>{hn::LoadU(dc, k.p + i), hn::LoadU(dc, k.p + i + hn::Lanes(dc))};
+}
+template <bool kEO, class DC, class C, class TR>
+HWY_INLINE Pair<DC> LoadRowTail(DC dc, KeptRow<C, TR> k, std::size_t i, std::size_t n) {
+  return LoadPairTail<kEO>(dc, k.p + i, n);
+}
 // Bytes per element of the row as the prefetcher counts it (h's).
 template <class Src>
 inline constexpr std::size_t kRowElementBytes = sizeof(std::remove_pointer_t<Src>);
 template <class TX, class TR>
 inline constexpr std::size_t kRowElementBytes<SumRow<TX, TR>> = sizeof(TR);
+template <class C, class TR>
+inline constexpr std::size_t kRowElementBytes<KeptRow<C, TR>> = sizeof(TR);
 
 // How the output pass writes y: `stream`, non-temporal stores for outputs
 // too large to stay in cache; `next`, the next row to fetch meanwhile;
@@ -592,6 +634,7 @@ void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, 
     if (stream.y) hwy::FlushStream();  // order the non-temporal stores before the join
     return;
   }
+  C* kept = nullptr;  // the kept row of a streamed f16 h (kKeepsH), taken at its first use
   for (std::int64_t row = begin; row < end; ++row) {
     const TX* x = RowPtr<TX>(a.x, a.x_stride, row);
     TX* y = RowPtr<TX>(a.y, a.y_stride, row);
@@ -603,12 +646,20 @@ void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, 
       opts.next.aim<sizeof(TX), sizeof(TR)>(x, a.x_stride, res, a.residual_stride, end - row - 1, D);
       // h streamed (fused_h_streams) where its row starts at the alignment
       // StreamPair needs (every pair of the row is then aligned): the output
-      // pass forms h again from the cached x and residual instead of reading
-      // it back.
+      // pass forms h again from the cached x and residual, or reads an f16 h
+      // kept widened (kKeepsH), instead of reading it back from memory.
       if (stream.h && StreamHead(h, (kEvenOdd<TR> ? 2 : 1) * hn::Lanes(dc), D) == 0) {
-        const RowStats st = FusedStatsOfRow<K, true>(dc, x, res, h, D, opts.next);
-        NormalizeRow<K>(dc, static_cast<const TR*>(h), SumRow<TX, TR>{x, res}, st, y, w, b, D, a.eps, offset,
-                        mean_r, rstd_r, opts);
+        if constexpr (kKeepsH<TR, true>) {
+          if (!kept)
+            kept = static_cast<C*>(scratch_buffer((D + 2 * hn::Lanes(dc)) * sizeof(C), Scratch::kept_h));
+          const RowStats st = FusedStatsOfRow<K, true>(dc, x, res, h, D, opts.next, kept);
+          NormalizeRow<K>(dc, static_cast<const TR*>(h), KeptRow<C, TR>{kept}, st, y, w, b, D, a.eps, offset,
+                          mean_r, rstd_r, opts);
+        } else {
+          const RowStats st = FusedStatsOfRow<K, true>(dc, x, res, h, D, opts.next);
+          NormalizeRow<K>(dc, static_cast<const TR*>(h), SumRow<TX, TR>{x, res}, st, y, w, b, D, a.eps, offset,
+                          mean_r, rstd_r, opts);
+        }
         continue;
       }
       const RowStats st = FusedStatsOfRow<K, false>(dc, x, res, h, D, opts.next);

@@ -24,6 +24,7 @@ enum class Scratch : int {
   param_partials,   // the backward's per-block dweight/dbias partial sums
   gradient_sums,    // the f64 row those partials are summed into
   arranged_params,  // weight (+ offset) and bias arranged for the loops
+  kept_h,           // the fused forward's streamed f16 h, widened, for its output pass
   count,
 };
 
