@@ -149,11 +149,10 @@ HWY_INLINE ChunkSums SumChunk(DC dc, const T* HWY_RESTRICT p, std::size_t n, hn:
 // A streamed f16 h kept widened: the fused op's first pass also stores the
 // f32 values of h as stored in a scratch row (KeptRow), and the output pass
 // reads them there instead of forming h again from x and the residual
-// (SumRow), which takes three more f16 conversions per vector. Where those
-// conversions are slow (Zen 2 runs one per two cycles), they bound the
-// fused f16 op, and two stores and two loads per pair cost less
-// (docs/kernels.md, "A streamed f16 h kept widened"). Highway's AVX2 target
-// only: the others were not measured.
+// (SumRow: four f16 conversions and an add per vector). Where those
+// conversions are slow (Zen 2), they bound the fused f16 op, and two stores
+// and two loads per pair cost less (docs/kernels.md, "A streamed f16 h kept
+// widened"). Highway's AVX2 target only: the others were not measured.
 template <class TR, bool kStreamH>
 inline constexpr bool kKeepsH =
 #if HWY_TARGET == HWY_AVX2
