@@ -165,8 +165,8 @@ inline constexpr bool kKeepsH =
 // the sums of the stored values. The sum is formed in the compute type and
 // rounded once to h's dtype, as PyTorch's add does. kStreamH: whole pairs of
 // h are written with non-temporal stores (h + i aligned for them).
-// kept: non-null (a streamed f16 h, see KeptRow) where the values of h as
-// stored are also written there, widened, pair after pair.
+// kept: used only where kKeepsH (a streamed f16 h, see KeptRow): the values
+// of h as stored are also written there, widened, pair after pair.
 template <bool kWithSum, bool kEO, bool kStreamH, class DC, class TX, class TR>
 HWY_INLINE ChunkSums FusedChunk(DC dc, const TX* HWY_RESTRICT x, const TR* HWY_RESTRICT r, TR* HWY_RESTRICT h,
                                 std::size_t n, NextRows& next, hn::TFromD<DC>* HWY_RESTRICT kept) {
@@ -315,9 +315,12 @@ HWY_INLINE RowStats FusedStatsOfRow(DC dc, const TX* HWY_RESTRICT x, const TR* H
   constexpr bool kLayer = K == NormKind::layer_norm;
   constexpr bool kEO = kEvenOdd<TR>;  // h's layout, as StatsOfRow would take it
   ChunkSums row;
-  for (std::size_t off = 0; off < D; off += kChunk)
+  for (std::size_t off = 0; off < D; off += kChunk) {
+    C* kept_chunk = nullptr;
+    if constexpr (kKeepsH<TR, kStreamH>) kept_chunk = kept + off;
     row.add(FusedChunk<kLayer, kEO, kStreamH>(dc, x + off, r + off, h + off, std::min(kChunk, D - off), next,
-                                              kept ? kept + off : nullptr));
+                                              kept_chunk));
+  }
   if constexpr (kLayer) return LayerStats<kEO>(dc, static_cast<const TR*>(h), D, C{1}, row);
   else return {0.0, 0.0, row.q};
 }
@@ -648,17 +651,15 @@ void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, 
       // pass forms h again from the cached x and residual, or reads an f16 h
       // kept widened (kKeepsH), instead of reading it back from memory.
       if (stream.h && StreamHead(h, (kEvenOdd<TR> ? 2 : 1) * hn::Lanes(dc), D) == 0) {
-        if constexpr (kKeepsH<TR, true>) {
-          if (!kept)
-            kept = static_cast<C*>(scratch_buffer((D + 2 * hn::Lanes(dc)) * sizeof(C), Scratch::kept_h));
-          const RowStats st = FusedStatsOfRow<K, true>(dc, x, res, h, D, opts.next, kept);
-          NormalizeRow<K>(dc, static_cast<const TR*>(h), KeptRow<C, TR>{kept}, st, y, w, b, D, a.eps, offset,
-                          mean_r, rstd_r, opts);
-        } else {
-          const RowStats st = FusedStatsOfRow<K, true>(dc, x, res, h, D, opts.next);
-          NormalizeRow<K>(dc, static_cast<const TR*>(h), SumRow<TX, TR>{x, res}, st, y, w, b, D, a.eps, offset,
-                          mean_r, rstd_r, opts);
-        }
+        // The kept row holds whole pairs: a tail pair is stored whole.
+        if (kKeepsH<TR, true> && !kept)
+          kept = static_cast<C*>(scratch_buffer((D + 2 * hn::Lanes(dc)) * sizeof(C), Scratch::kept_h));
+        const RowStats st = FusedStatsOfRow<K, true>(dc, x, res, h, D, opts.next, kept);
+        const auto src = [&] {
+          if constexpr (kKeepsH<TR, true>) return KeptRow<C, TR>{kept};
+          else return SumRow<TX, TR>{x, res};
+        }();
+        NormalizeRow<K>(dc, static_cast<const TR*>(h), src, st, y, w, b, D, a.eps, offset, mean_r, rstd_r, opts);
         continue;
       }
       const RowStats st = FusedStatsOfRow<K, false>(dc, x, res, h, D, opts.next);
