@@ -60,31 +60,36 @@ DType first_dtype(detail::Args args, DType fallback) {
   return fallback;
 }
 
+// An absent optional argument (the residual and h of a plain op).
+Arg absent(const char* name) { return Arg{.name = name}; }
+
+// The data pointer of an output's Arg, made from the caller's writable view.
+void* writable(const Arg& a) { return const_cast<void*>(a.data); }
+
+// A call's arguments, as Args made once from the caller's views: the checks
+// and the kernel arguments read them there (each copy of a call's views is
+// a measurable part of a one-row call).
 struct ForwardCall {
   const char* fn;
   NormKind kind;
-  ConstMatrix x;
-  ConstMatrix residual;  // absent for the plain op
-  ConstVector weight, bias;
+  bool fused;
+  Arg x, residual;  // residual absent for the plain op
+  Arg weight, bias;
   double eps;
   double weight_offset;
-  Matrix h;  // absent for the plain op
-  Matrix y;
-  Vector mean, rstd;
-  bool fused;
+  Arg h;  // absent for the plain op
+  Arg y, mean, rstd;
 };
 
 void run_forward(const ForwardCall& c) {
   const Validator v(c.fn);
-  const Arg x = Arg::of("x", c.x), residual = Arg::of("residual", c.residual);
-  const Arg weight = Arg::of("weight", c.weight), bias = Arg::of("bias", c.bias);
-  const Arg h = Arg::of("h", ConstMatrix(c.h)), y = Arg::of("y", ConstMatrix(c.y));
-  const Arg mean = Arg::of("mean", ConstVector(c.mean)), rstd = Arg::of("rstd", ConstVector(c.rstd));
+  const Arg &x = c.x, &residual = c.residual, &weight = c.weight, &bias = c.bias;
+  const Arg &h = c.h, &y = c.y, &mean = c.mean, &rstd = c.rstd;
 
   v.required(x);
   v.structure(x);
   v.dtype_in(x, kAllDtypes, "");
-  const std::int64_t rows = c.x.rows, D = c.x.cols;
+  const std::int64_t rows = x.rows, D = x.cols;
   v.nonempty_width(rows, D);
   if (c.fused) {
     v.matrix(residual, rows, D, "x");
@@ -118,20 +123,20 @@ void run_forward(const ForwardCall& c) {
       .kind = c.kind,
       .rows = rows,
       .D = D,
-      .x = c.x.data,
-      .x_stride = c.x.row_stride,
-      .residual = c.fused ? c.residual.data : nullptr,
-      .residual_stride = c.fused ? c.residual.row_stride : 0,
-      .h = c.fused ? c.h.data : nullptr,
-      .h_stride = c.fused ? c.h.row_stride : 0,
-      .y = c.y.data,
-      .y_stride = c.y.row_stride,
-      .weight = c.weight.data,
-      .bias = c.bias.data,
+      .x = x.data,
+      .x_stride = x.row_stride,
+      .residual = c.fused ? residual.data : nullptr,
+      .residual_stride = c.fused ? residual.row_stride : 0,
+      .h = c.fused ? writable(h) : nullptr,
+      .h_stride = c.fused ? h.row_stride : 0,
+      .y = writable(y),
+      .y_stride = y.row_stride,
+      .weight = weight.data,
+      .bias = bias.data,
       .weight_offset = c.weight_offset,
       .eps = c.eps,
-      .mean = c.mean.data,
-      .rstd = c.rstd.data,
+      .mean = writable(mean),
+      .rstd = writable(rstd),
       .x_dtype = x.dtype,
       .res_dtype = c.fused ? residual.dtype : x.dtype,
       .w_dtype = first_dtype({weight, bias}, x.dtype),
@@ -142,33 +147,26 @@ void run_forward(const ForwardCall& c) {
 struct BackwardCall {
   const char* fn;
   NormKind kind;
-  ConstMatrix dy;
-  ConstMatrix dh_out;  // fused only, optional
-  ConstMatrix xin;     // x (plain) or h (fused)
-  ConstVector mean, rstd;
-  ConstVector weight;
-  double weight_offset;
-  Matrix dx;  // dx (plain) or dh (fused)
-  Vector dweight, dbias;
   bool fused;
+  Arg dy;
+  Arg dh_out;  // fused only, optional
+  Arg xin;     // x (plain) or h (fused)
+  Arg mean, rstd;  // mean absent for RMSNorm
+  Arg weight;
+  double weight_offset;
+  Arg dx;  // dx (plain) or dh (fused)
+  Arg dweight, dbias;  // dbias absent for RMSNorm
 };
 
 void run_backward(const BackwardCall& c) {
   const Validator v(c.fn);
-  const char* xin_name = c.fused ? "h" : "x";
-  const char* dx_name = c.fused ? "dh" : "dx";
-  const Arg dy = Arg::of("dy", c.dy), dh_out = Arg::of("dh_out", c.dh_out);
-  const Arg xin = Arg::of(xin_name, c.xin);
-  const Arg mean = Arg::of("mean", c.mean), rstd = Arg::of("rstd", c.rstd);
-  const Arg weight = Arg::of("weight", c.weight);
-  const Arg dx = Arg::of(dx_name, ConstMatrix(c.dx));
-  const Arg dweight = Arg::of("dweight", ConstVector(c.dweight));
-  const Arg dbias = Arg::of("dbias", ConstVector(c.dbias));
+  const Arg &dy = c.dy, &dh_out = c.dh_out, &xin = c.xin, &mean = c.mean, &rstd = c.rstd;
+  const Arg &weight = c.weight, &dx = c.dx, &dweight = c.dweight, &dbias = c.dbias;
 
   v.required(dy);
   v.structure(dy);
   v.dtype_in(dy, kAllDtypes, "");
-  const std::int64_t rows = c.dy.rows, D = c.dy.cols;
+  const std::int64_t rows = dy.rows, D = dy.cols;
   v.nonempty_width(rows, D);
   v.matrix(xin, rows, D, "dy");
   if (c.fused) {
@@ -211,20 +209,20 @@ void run_backward(const BackwardCall& c) {
       .kind = c.kind,
       .rows = rows,
       .D = D,
-      .dy = c.dy.data,
-      .dy_stride = c.dy.row_stride,
-      .xin = c.xin.data,
-      .xin_stride = c.xin.row_stride,
-      .dh_out = dh_out.present ? c.dh_out.data : nullptr,
-      .dh_out_stride = dh_out.present ? c.dh_out.row_stride : 0,
-      .mean = c.mean.data,
-      .rstd = c.rstd.data,
-      .weight = c.weight.data,
+      .dy = dy.data,
+      .dy_stride = dy.row_stride,
+      .xin = xin.data,
+      .xin_stride = xin.row_stride,
+      .dh_out = dh_out.present ? dh_out.data : nullptr,
+      .dh_out_stride = dh_out.present ? dh_out.row_stride : 0,
+      .mean = mean.data,
+      .rstd = rstd.data,
+      .weight = weight.data,
       .weight_offset = c.weight_offset,
-      .dx = c.dx.data,
-      .dx_stride = c.dx.row_stride,
-      .dweight = c.dweight.data,
-      .dbias = c.dbias.data,
+      .dx = writable(dx),
+      .dx_stride = dx.row_stride,
+      .dweight = writable(dweight),
+      .dbias = writable(dbias),
       .dy_dtype = dy.dtype,
       .xin_dtype = xin.dtype,
       .w_dtype = first_dtype({weight, dweight, dbias}, dy.dtype),
@@ -241,11 +239,11 @@ OpRecord record_of(const ForwardCall& c) {
   r.shape[0] = c.x.rows;
   r.shape[1] = c.x.cols;
   r.dtype = c.x.dtype;
-  r.param_dtype = c.weight.present() ? c.weight.dtype : c.bias.present() ? c.bias.dtype : c.x.dtype;
+  r.param_dtype = c.weight.data != nullptr ? c.weight.dtype : c.bias.data != nullptr ? c.bias.dtype : c.x.dtype;
   r.stream_dtype = c.fused ? c.residual.dtype : c.x.dtype;
   r.args = bit_of(OpArg::x) | bit_of(OpArg::y) | bit_if(c.fused, OpArg::residual) | bit_if(c.fused, OpArg::h) |
-           bit_if(c.weight.present(), OpArg::weight) | bit_if(c.bias.present(), OpArg::bias) |
-           bit_if(c.mean.present(), OpArg::mean) | bit_if(c.rstd.present(), OpArg::rstd);
+           bit_if(c.weight.data != nullptr, OpArg::weight) | bit_if(c.bias.data != nullptr, OpArg::bias) |
+           bit_if(c.mean.data != nullptr, OpArg::mean) | bit_if(c.rstd.data != nullptr, OpArg::rstd);
   r.device = c.x.device;
   r.device_index = c.x.device_index;
   return r;
@@ -257,16 +255,16 @@ OpRecord record_of(const BackwardCall& c) {
   r.shape[0] = c.dy.rows;
   r.shape[1] = c.dy.cols;
   r.dtype = c.dy.dtype;
-  r.param_dtype = c.weight.present()    ? c.weight.dtype
-                  : c.dweight.present() ? c.dweight.dtype
-                  : c.dbias.present()   ? c.dbias.dtype
-                                        : c.dy.dtype;
+  r.param_dtype = c.weight.data != nullptr    ? c.weight.dtype
+                  : c.dweight.data != nullptr ? c.dweight.dtype
+                  : c.dbias.data != nullptr   ? c.dbias.dtype
+                                              : c.dy.dtype;
   r.stream_dtype = c.fused ? c.xin.dtype : c.dy.dtype;
   // xin is x (plain) or h (fused); dx is dx or dh: one bit each, by role.
   r.args = bit_of(OpArg::dy) | bit_of(c.fused ? OpArg::h : OpArg::x) | bit_of(OpArg::dx) |
-           bit_if(c.dh_out.data != nullptr, OpArg::dh_out) | bit_if(c.mean.present(), OpArg::mean) |
-           bit_if(c.rstd.present(), OpArg::rstd) | bit_if(c.weight.present(), OpArg::weight) |
-           bit_if(c.dweight.present(), OpArg::dweight) | bit_if(c.dbias.present(), OpArg::dbias);
+           bit_if(c.dh_out.data != nullptr, OpArg::dh_out) | bit_if(c.mean.data != nullptr, OpArg::mean) |
+           bit_if(c.rstd.data != nullptr, OpArg::rstd) | bit_if(c.weight.data != nullptr, OpArg::weight) |
+           bit_if(c.dweight.data != nullptr, OpArg::dweight) | bit_if(c.dbias.data != nullptr, OpArg::dbias);
   r.device = c.dy.device;
   r.device_index = c.dy.device_index;
   return r;
@@ -296,45 +294,56 @@ void backward(const BackwardCall& c) { observed(c, run_backward); }
 
 void layer_norm(ConstMatrix x, ConstVector weight, ConstVector bias, double eps, Matrix y, Vector mean,
                 Vector rstd) {
-  forward({"layer_norm", NormKind::layer_norm, x, {}, weight, bias, eps, 0.0, {}, y, mean, rstd, false});
+  forward({"layer_norm", NormKind::layer_norm, false, Arg::of("x", x), absent("residual"), Arg::of("weight", weight),
+           Arg::of("bias", bias), eps, 0.0, absent("h"), Arg::of("y", y), Arg::of("mean", mean),
+           Arg::of("rstd", rstd)});
 }
 
 void rms_norm(ConstMatrix x, ConstVector weight, double eps, Matrix y, Vector rstd, double weight_offset) {
-  forward({"rms_norm", NormKind::rms_norm, x, {}, weight, {}, eps, weight_offset, {}, y, {}, rstd, false});
+  forward({"rms_norm", NormKind::rms_norm, false, Arg::of("x", x), absent("residual"), Arg::of("weight", weight),
+           absent("bias"), eps, weight_offset, absent("h"), Arg::of("y", y), absent("mean"), Arg::of("rstd", rstd)});
 }
 
 void add_layer_norm(ConstMatrix x, ConstMatrix residual, ConstVector weight, ConstVector bias, double eps,
                     Matrix h, Matrix y, Vector mean, Vector rstd) {
-  forward({"add_layer_norm", NormKind::layer_norm, x, residual, weight, bias, eps, 0.0, h, y, mean, rstd, true});
+  forward({"add_layer_norm", NormKind::layer_norm, true, Arg::of("x", x), Arg::of("residual", residual),
+           Arg::of("weight", weight), Arg::of("bias", bias), eps, 0.0, Arg::of("h", h), Arg::of("y", y),
+           Arg::of("mean", mean), Arg::of("rstd", rstd)});
 }
 
 void add_rms_norm(ConstMatrix x, ConstMatrix residual, ConstVector weight, double eps, Matrix h, Matrix y,
                   Vector rstd, double weight_offset) {
-  forward({"add_rms_norm", NormKind::rms_norm, x, residual, weight, {}, eps, weight_offset, h, y, {}, rstd, true});
+  forward({"add_rms_norm", NormKind::rms_norm, true, Arg::of("x", x), Arg::of("residual", residual),
+           Arg::of("weight", weight), absent("bias"), eps, weight_offset, Arg::of("h", h), Arg::of("y", y),
+           absent("mean"), Arg::of("rstd", rstd)});
 }
 
 void layer_norm_backward(ConstMatrix dy, ConstMatrix x, ConstVector mean, ConstVector rstd, ConstVector weight,
                          Matrix dx, Vector dweight, Vector dbias) {
-  backward({"layer_norm_backward", NormKind::layer_norm, dy, {}, x, mean, rstd, weight, 0.0, dx, dweight, dbias,
-            false});
+  backward({"layer_norm_backward", NormKind::layer_norm, false, Arg::of("dy", dy), absent("dh_out"),
+            Arg::of("x", x), Arg::of("mean", mean), Arg::of("rstd", rstd), Arg::of("weight", weight), 0.0,
+            Arg::of("dx", dx), Arg::of("dweight", dweight), Arg::of("dbias", dbias)});
 }
 
 void rms_norm_backward(ConstMatrix dy, ConstMatrix x, ConstVector rstd, ConstVector weight, Matrix dx,
                        Vector dweight, double weight_offset) {
-  backward({"rms_norm_backward", NormKind::rms_norm, dy, {}, x, {}, rstd, weight, weight_offset, dx, dweight, {},
-            false});
+  backward({"rms_norm_backward", NormKind::rms_norm, false, Arg::of("dy", dy), absent("dh_out"), Arg::of("x", x),
+            absent("mean"), Arg::of("rstd", rstd), Arg::of("weight", weight), weight_offset, Arg::of("dx", dx),
+            Arg::of("dweight", dweight), absent("dbias")});
 }
 
 void add_layer_norm_backward(ConstMatrix dy, ConstMatrix dh_out, ConstMatrix h, ConstVector mean,
                              ConstVector rstd, ConstVector weight, Matrix dh, Vector dweight, Vector dbias) {
-  backward({"add_layer_norm_backward", NormKind::layer_norm, dy, dh_out, h, mean, rstd, weight, 0.0, dh, dweight,
-            dbias, true});
+  backward({"add_layer_norm_backward", NormKind::layer_norm, true, Arg::of("dy", dy), Arg::of("dh_out", dh_out),
+            Arg::of("h", h), Arg::of("mean", mean), Arg::of("rstd", rstd), Arg::of("weight", weight), 0.0,
+            Arg::of("dh", dh), Arg::of("dweight", dweight), Arg::of("dbias", dbias)});
 }
 
 void add_rms_norm_backward(ConstMatrix dy, ConstMatrix dh_out, ConstMatrix h, ConstVector rstd,
                            ConstVector weight, Matrix dh, Vector dweight, double weight_offset) {
-  backward({"add_rms_norm_backward", NormKind::rms_norm, dy, dh_out, h, {}, rstd, weight, weight_offset, dh,
-            dweight, {}, true});
+  backward({"add_rms_norm_backward", NormKind::rms_norm, true, Arg::of("dy", dy), Arg::of("dh_out", dh_out),
+            Arg::of("h", h), absent("mean"), Arg::of("rstd", rstd), Arg::of("weight", weight), weight_offset,
+            Arg::of("dh", dh), Arg::of("dweight", dweight), absent("dbias")});
 }
 
 }  // namespace normkit

@@ -181,19 +181,43 @@ void Validator::empty_width(std::int64_t rows) const {
   fail(fn_, "x", "has D = 0 with " + num(rows) + " rows, expected D >= 1 (a norm over no features has no mean)");
 }
 
+// A call passes up to 4 outputs and 6 inputs to no_overlap; more would be a
+// bug in this library: it stops rather than write past its arrays (an
+// assert is off in release).
+constexpr std::size_t kMaxArgs = 8;
+
 void Validator::no_overlap(Args outputs, Args inputs, std::initializer_list<InPlace> allowed) const {
+  // The common case first: no output's bytes [begin, end) meet those of
+  // another argument (absent and empty arguments have none). Only where two
+  // ranges meet do strides and the in-place rule decide (overlap_found).
+  if (outputs.size() > kMaxArgs || inputs.size() > kMaxArgs) std::abort();
+  std::intptr_t begin[2 * kMaxArgs], end[2 * kMaxArgs];
+  std::size_t n = 0;
+  const auto add = [&](const Arg& a) {
+    if (!has_bytes(a)) return;
+    const Span s = span_of(a);
+    begin[n] = s.begin;
+    end[n] = s.end;
+    ++n;
+  };
+  for (const Arg& a : outputs) add(a);
+  const std::size_t n_out = n;
+  for (const Arg& a : inputs) add(a);
+  bool meet = false;
+  for (std::size_t i = 0; i < n_out; ++i)
+    for (std::size_t k = i + 1; k < n; ++k) meet |= begin[i] < end[k] && begin[k] < end[i];
+  if (meet) overlap_found(outputs, inputs, allowed);
+}
+
+void Validator::overlap_found(Args outputs, Args inputs, std::initializer_list<InPlace> allowed) const {
   // The span of each argument with bytes, once: absent and empty arguments
   // overlap nothing, so the pairs are formed from the others only (a plain
-  // op has two or three of its four outputs). A call passes up to 4 outputs
-  // and 6 inputs; more would be a bug in this library: stop rather than
-  // write past the arrays (an assert is off in release).
+  // op has two or three of its four outputs).
   struct Spanned {
     Span span;
     const Arg* arg;
   };
-  constexpr std::size_t kMax = 8;
-  if (outputs.size() > kMax || inputs.size() > kMax) std::abort();
-  Spanned outs[kMax], ins[kMax];
+  Spanned outs[kMaxArgs], ins[kMaxArgs];
   std::size_t n_out = 0, n_in = 0;
   for (const Arg& a : outputs)
     if (has_bytes(a)) outs[n_out++] = {span_of(a), &a};

@@ -21,25 +21,25 @@ namespace normkit::detail {
 // The same, for a dtype problem: throws normkit::DTypeError.
 [[noreturn]] void fail_dtype(std::string_view fn, std::string_view arg, std::string_view what);
 
-// An argument of a call, with its name for messages and, for outputs, which
-// inputs it may alias exactly (same pointer, stride and dtype).
+// An argument of a call, named for messages. Its fields are ordered to keep
+// it small (48 bytes): a call makes up to ten of them.
 struct Arg {
-  std::string_view name;
   const void* data = nullptr;
-  DType dtype = DType::f32;
   std::int64_t rows = 0, cols = 0, row_stride = 0;  // vectors: rows = 1, cols = size
+  const char* name = "";
+  DType dtype = DType::f32;
   Device device = Device::cpu;
-  std::int32_t device_index = 0;
   bool present = false;
+  std::int32_t device_index = 0;
 
   // A default-constructed view (null data, no rows) is an absent optional.
-  static Arg of(std::string_view name, ConstMatrix m) {
+  static Arg of(const char* name, ConstMatrix m) {
     const bool present = m.data != nullptr || m.rows != 0 || m.cols != 0;
-    return {name, m.data, m.dtype, m.rows, m.cols, m.row_stride, m.device, m.device_index, present};
+    return {m.data, m.rows, m.cols, m.row_stride, name, m.dtype, m.device, present, m.device_index};
   }
-  static Arg of(std::string_view name, ConstVector v) {
+  static Arg of(const char* name, ConstVector v) {
     const bool present = v.data != nullptr || v.size != 0;
-    return {name, v.data, v.dtype, 1, v.size, v.size, v.device, v.device_index, present};
+    return {v.data, 1, v.size, v.size, name, v.dtype, v.device, present, v.device_index};
   }
   // Same device: the index counts only for CUDA (the CPU is one device).
   bool same_device(const Arg& b) const {
@@ -58,7 +58,8 @@ using Args = std::initializer_list<std::reference_wrapper<const Arg>>;
 // throws.
 class Validator {
  public:
-  explicit Validator(std::string_view fn) : fn_(fn) {}
+  // fn: a static string, measured only when a message needs it.
+  explicit Validator(const char* fn) : fn_(fn) {}
 
   // Structural checks of one view: a known device, non-negative sizes, no
   // null data with a non-zero size, row_stride >= D.
@@ -147,10 +148,12 @@ class Validator {
   [[noreturn]] void bad_eps(double eps, DType x) const;
   [[noreturn]] void bad_weight_offset(double offset, DType x) const;
   [[noreturn]] void empty_width(std::int64_t rows) const;
+  // no_overlap's exact test, once two arguments' byte ranges meet.
+  void overlap_found(Args outputs, Args inputs, std::initializer_list<InPlace> allowed) const;
   [[noreturn]] void other_device(const Arg& a, const Arg& ref) const;
   const Backend& device_backend(const Arg& ref, Args args) const;
 
-  std::string_view fn_;
+  const char* fn_;
 };
 
 // The statistics dtype rule is public (normkit/ops.hpp).
