@@ -60,7 +60,8 @@ DType first_dtype(detail::Args args, DType fallback) {
   return fallback;
 }
 
-// An absent optional argument (the residual and h of a plain op).
+// An argument the op does not have (the residual and h of a plain op,
+// RMSNorm's bias and mean), named for messages like any other.
 Arg absent(const char* name) { return Arg{.name = name}; }
 
 // The data pointer of an output's Arg, made from the caller's writable view.
