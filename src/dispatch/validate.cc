@@ -189,7 +189,7 @@ constexpr std::size_t kMaxArgs = 8;
 void Validator::no_overlap(Args outputs, Args inputs, std::initializer_list<InPlace> allowed) const {
   // The common case first: no output's bytes [begin, end) meet those of
   // another argument (absent and empty arguments have none). Only where two
-  // ranges meet do strides and the in-place rule decide (overlap_found).
+  // ranges meet do strides and the in-place rule decide (no_overlap_exact).
   if (outputs.size() > kMaxArgs || inputs.size() > kMaxArgs) std::abort();
   std::intptr_t begin[2 * kMaxArgs], end[2 * kMaxArgs];
   std::size_t n = 0;
@@ -206,10 +206,10 @@ void Validator::no_overlap(Args outputs, Args inputs, std::initializer_list<InPl
   bool meet = false;
   for (std::size_t i = 0; i < n_out; ++i)
     for (std::size_t k = i + 1; k < n; ++k) meet |= begin[i] < end[k] && begin[k] < end[i];
-  if (meet) overlap_found(outputs, inputs, allowed);
+  if (meet) no_overlap_exact(outputs, inputs, allowed);
 }
 
-void Validator::overlap_found(Args outputs, Args inputs, std::initializer_list<InPlace> allowed) const {
+void Validator::no_overlap_exact(Args outputs, Args inputs, std::initializer_list<InPlace> allowed) const {
   // The span of each argument with bytes, once: absent and empty arguments
   // overlap nothing, so the pairs are formed from the others only (a plain
   // op has two or three of its four outputs).

@@ -149,7 +149,7 @@ class Validator {
   [[noreturn]] void bad_weight_offset(double offset, DType x) const;
   [[noreturn]] void empty_width(std::int64_t rows) const;
   // no_overlap's exact test, once two arguments' byte ranges meet.
-  void overlap_found(Args outputs, Args inputs, std::initializer_list<InPlace> allowed) const;
+  void no_overlap_exact(Args outputs, Args inputs, std::initializer_list<InPlace> allowed) const;
   [[noreturn]] void other_device(const Arg& a, const Arg& ref) const;
   const Backend& device_backend(const Arg& ref, Args args) const;
 
