@@ -21,7 +21,8 @@
 //   ForwardRowsOf16BitX    the residual's and the parameters' dtypes of 16-bit x
 //   ForwardRowsWithParams  parameters arranged once for the range, or read as stored
 //   ForwardRowLoop         the rows, plain or fused; short 16-bit plain rows
-//                          pipelined (PlainRowsPipelined)
+//                          pipelined (PlainRowsPipelined), wide f32 rows
+//                          streamed to memory interleaved (PlainRowsInterleaved)
 //   StatsOfRow / FusedStatsOfRow, PrepareRow, WriteRow (OutputRow)   one row
 // Shapes: x, residual, h, y: (rows, D); weight, bias: (D); mean, rstd: (rows).
 //
@@ -106,26 +107,41 @@ struct SumAcc {
 // the element sizes of the arrays it fetches. The plain and the fused pass 1
 // both run this loop, so the fused op's sums of h associate exactly as the
 // plain op's sums of the same h.
-template <bool kWithSum, std::size_t S0, std::size_t S1, class DC, class Whole, class Part>
-HWY_INLINE ChunkSums SumLoop(DC dc, std::size_t n, NextRows& next_rows, const Whole& whole, const Part& part) {
+//
+// SumUnits and SumTail are its two halves: the whole units of [i, n), and
+// what is left of the chunk after them. A chunk taken in parts (units in
+// order, then the tail once) sums as this loop does (PlainRowsInterleaved).
+template <std::size_t S0, std::size_t S1, class DC, class Acc, class Whole>
+HWY_INLINE std::size_t SumUnits(DC dc, Acc& acc, std::size_t i, std::size_t n, NextRows& next_rows,
+                                const Whole& whole) {
   const std::size_t P = 2 * hn::Lanes(dc);
-  SumAcc<kWithSum, DC> acc(dc);
   // A local copy of the cursors, which the compiler keeps in registers:
   // through the reference each step loaded and stored them (docs/kernels.md,
   // "The statistics pass's prefetch cursors in registers").
   NextRows next = next_rows;
-  std::size_t i = FetchingLoop<S0, S1, 2>(dc, 0, n, next, [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+  const std::size_t end = FetchingLoop<S0, S1, 2>(dc, i, n, next, [&](std::size_t at) HWY_ATTR NORMKIT_ALWAYS_INLINE {
     acc.first(whole(at));
     acc.second(whole(at + P));
   });
-  next.advance<S0, S1>(n - i);
+  next.advance<S0, S1>(n - end);
   next_rows = next;
+  return end;
+}
+template <class DC, class Acc, class Whole, class Part>
+HWY_INLINE ChunkSums SumTail(DC dc, Acc& acc, std::size_t i, std::size_t n, const Whole& whole, const Part& part) {
+  const std::size_t P = 2 * hn::Lanes(dc);
   if (i + P <= n) {
     acc.first(whole(i));
     i += P;
   }
   if (i < n) acc.second(part(i, n - i));
   return acc.total(dc);
+}
+template <bool kWithSum, std::size_t S0, std::size_t S1, class DC, class Whole, class Part>
+HWY_INLINE ChunkSums SumLoop(DC dc, std::size_t n, NextRows& next_rows, const Whole& whole, const Part& part) {
+  SumAcc<kWithSum, DC> acc(dc);
+  const std::size_t i = SumUnits<S0, S1>(dc, acc, 0, n, next_rows, whole);
+  return SumTail(dc, acc, i, n, whole, part);
 }
 
 // Pass 1 over one chunk of the stored row p: Σx'² and (kWithSum) Σx', with
@@ -283,6 +299,13 @@ HWY_INLINE RowStats LayerStats(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn
   return CentredStats<kEO>(dc, p, D, scale, static_cast<hn::TFromD<DC>>(mean));
 }
 
+// A row's statistics from its pass-1 sums (of x·scale, p stored).
+template <NormKind K, bool kEO, class DC, class T>
+HWY_INLINE RowStats StatsOfSums(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn::TFromD<DC> scale, ChunkSums sums) {
+  if constexpr (K == NormKind::layer_norm) return LayerStats<kEO>(dc, p, D, scale, sums);
+  else return {0.0, 0.0, sums.q};
+}
+
 // Pass 1 of a row and its statistics, inlined into the row loops: out of
 // line, the call and the register saves around it were a measurable part of
 // a short row (docs/kernels.md, "The statistics pass inlined").
@@ -294,8 +317,7 @@ HWY_INLINE RowStats StatsOfRow(DC dc, const T* HWY_RESTRICT p, std::size_t D, hn
   ChunkSums row;
   for (std::size_t off = 0; off < D; off += kChunk)
     row.add(SumChunk<kLayer, kScaled, kEO>(dc, p + off, std::min(kChunk, D - off), scale, next));
-  if constexpr (kLayer) return LayerStats<kEO>(dc, p, D, scale, row);
-  else return {0.0, 0.0, row.q};
+  return StatsOfSums<K, kEO>(dc, p, D, scale, row);
 }
 
 // The statistics of a row rescued by PrepareRow, scaled by `scale` (a power
@@ -618,6 +640,72 @@ void PlainRowsPipelined(const ForwardArgs& a, std::int64_t begin, std::int64_t e
   }
 }
 
+// Plain f32 rows whose y streams to memory, interleaved: the statistics
+// pass of row r + 1 and the output pass of row r advance together, a block
+// of kInterleaveBlock elements of each in turn, so that row r + 1's reads
+// from memory and row r's streamed writes overlap as in a copy. In order, a
+// row's first pass only reads and its output pass mostly writes, and the
+// next-row fetches (NextRows, kept here as they are) did not fill the gap
+// (docs/kernels.md, "Interleaved rows"). The sums of row r + 1 associate as
+// StatsOfRow's (SumUnits over a chunk's blocks, SumTail at its end) and the
+// output pass is elementwise, so each row's bits are the in-order loop's.
+// RMSNorm's output pass does less per element, so its blocks are shorter:
+// measured, as is the choice of f32 rows wider than kNearAheadBytes.
+template <NormKind K>
+inline constexpr std::size_t kInterleaveBlock = K == NormKind::layer_norm ? 256 : 128;
+static_assert(kChunk % kInterleaveBlock<NormKind::layer_norm> == 0 && kChunk % kInterleaveBlock<NormKind::rms_norm> == 0,
+              "blocks tile a statistics chunk");
+template <NormKind K, class C, class TX>
+bool InterleavesRows(ForwardStreams stream, std::int64_t rows, std::size_t D) {
+  // Rows of at most kNearAheadBytes, fetched two rows ahead (NextRows), and
+  // 16-bit rows, bound by the core, ran faster in order. Blocks hold whole
+  // units of SumUnits.
+  return std::is_same_v<TX, float> && stream.y && rows > 1 && D * sizeof(TX) > kNearAheadBytes &&
+         kInterleaveBlock<K> % (4 * hn::Lanes(hn::ScalableTag<C>())) == 0;
+}
+template <NormKind K, class C, class TX, class TP>
+void PlainRowsInterleaved(const ForwardArgs& a, std::int64_t begin, std::int64_t end, const TP* w, const TP* b,
+                          double offset, OutputOpts& opts) {
+  const hn::ScalableTag<C> dc;
+  constexpr bool kLayer = K == NormKind::layer_norm;
+  constexpr bool kEO = kEvenOdd<TX>;
+  const std::size_t D = static_cast<std::size_t>(a.D);
+  C* mean = static_cast<C*>(a.mean);
+  C* rstd = static_cast<C*>(a.rstd);
+  const TX* x = RowPtr<TX>(a.x, a.x_stride, begin);
+  NextRows& ahead = opts.next;
+  ahead.aim<sizeof(TX), 0>(x, a.x_stride, nullptr, 0, end - begin - 1, D);
+  RowStats st = StatsOfRow<K, false>(dc, x, D, C{1}, ahead);
+  for (std::int64_t row = begin; row < end; ++row) {
+    const XhatForm f = PrepareRow<K>(dc, x, st, D, a.eps, mean ? mean + row : nullptr, rstd ? rstd + row : nullptr);
+    TX* y = RowPtr<TX>(a.y, a.y_stride, row);
+    if (row + 1 == end) {
+      WriteRow<K>(dc, x, y, w, b, D, f, offset, opts);
+      break;
+    }
+    const TX* next = RowPtr<TX>(a.x, a.x_stride, row + 1);
+    ahead.aim<sizeof(TX), 0>(next, a.x_stride, nullptr, 0, end - row - 2, D);
+    ChunkSums sums;
+    SumAcc<kLayer, hn::ScalableTag<C>> acc(dc);
+    for (std::size_t at = 0; at < D; at += kInterleaveBlock<K>) {
+      const std::size_t n = std::min(kInterleaveBlock<K>, D - at);
+      const std::size_t chunk = at / kChunk * kChunk, chunk_n = std::min(kChunk, D - chunk);
+      const TX* p = next + chunk;
+      const auto whole = [&](std::size_t i) HWY_ATTR NORMKIT_ALWAYS_INLINE { return LoadPair<kEO>(dc, p + i); };
+      const std::size_t i = SumUnits<sizeof(TX), 0>(dc, acc, at - chunk, at + n - chunk, ahead, whole);
+      if (at + n == chunk + chunk_n) {
+        sums.add(SumTail(dc, acc, i, chunk_n, whole, [&](std::size_t j, std::size_t k) HWY_ATTR NORMKIT_ALWAYS_INLINE {
+          return LoadPairTail<kEO>(dc, p + j, k);
+        }));
+        acc = SumAcc<kLayer, hn::ScalableTag<C>>(dc);
+      }
+      WriteRow<K>(dc, x + at, y + at, w + at, kLayer ? b + at : b, n, f, offset, opts);
+    }
+    x = next;
+    st = StatsOfSums<K, kEO>(dc, x, D, C{1}, sums);
+  }
+}
+
 // Rows [begin, end) with storage types TX (x, y), TR (residual, h), TP
 // (weight, bias as read: the stored dtype, or Arranged) and compute type C.
 // params_finite: every w + offset and b is finite (OutputOpts).
@@ -631,6 +719,11 @@ void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, 
   OutputOpts opts;
   opts.stream = stream.y;
   opts.params_finite = params_finite;
+  if (!a.residual && InterleavesRows<K, C, TX>(stream, end - begin, D)) {
+    PlainRowsInterleaved<K, C, TX>(a, begin, end, w, b, offset, opts);
+    hwy::FlushStream();  // order the non-temporal stores before the join
+    return;
+  }
   if (!a.residual && end - begin > 1 && PipelinesRows<K, TX, TP>(D)) {  // one row: nothing to overlap
     PlainRowsPipelined<K, C, TX>(a, begin, end, w, b, offset, opts);
     if (stream.y) hwy::FlushStream();  // order the non-temporal stores before the join

@@ -903,6 +903,74 @@ TEST_P(Kernels, EachRowAsIfAlone) {
   }
 }
 
+// Plain f32 rows whose y streams take the next row's statistics in blocks
+// between blocks of this row's output pass (PlainRowsInterleaved): every
+// output must be the bits of the in-order loop. Widths: just past the rows
+// left in order, a statistics chunk, several chunks with a partial last one
+// (blocks of both kinds end inside it), and a row fetched from within; y
+// starts off StreamPair's alignment (each block peels its own head). Among
+// the rows: a large mean (the centred pass), an overflow and a subnormal row
+// (the rescue), and a NaN.
+TEST_P(Kernels, InterleavedRowsMatchRowsInOrder) {
+  std::mt19937_64 rng(15);
+  std::normal_distribution<double> normal;
+  const auto bits = [](const std::vector<float>& v) {
+    std::vector<std::uint32_t> out(v.size());
+    std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+    return out;
+  };
+  for (NormKind kind : {NormKind::layer_norm, NormKind::rms_norm}) {
+    for (std::int64_t D : {std::int64_t{1025}, std::int64_t{2048}, std::int64_t{6250}, std::int64_t{70001}}) {
+      SCOPED_TRACE(std::string(norm_title(kind)) + " D=" + std::to_string(D));
+      const std::int64_t rows = 7;
+      const std::size_t n = static_cast<std::size_t>(rows * D);
+      std::vector<float> x(n), w(static_cast<std::size_t>(D)), b(w.size());
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t row = i / static_cast<std::size_t>(D);
+        const double v = normal(rng);
+        x[i] = static_cast<float>(row == 1 ? 1e4 + v : row == 3 ? 1e20 * v : row == 4 ? 1e-41 * v : v);
+      }
+      x[5 * static_cast<std::size_t>(D) + 17] = std::numeric_limits<float>::quiet_NaN();
+      for (std::size_t j = 0; j < w.size(); ++j) {
+        w[j] = static_cast<float>(1 + 0.1 * normal(rng));
+        b[j] = static_cast<float>(0.1 * normal(rng));
+      }
+      std::vector<float> y(n + 1), y2(n + 1), mean(rows), mean2(rows), rstd(rows), rstd2(rows);
+      ForwardArgs f;
+      f.kind = kind;
+      f.rows = rows;
+      f.D = D;
+      f.x = x.data();
+      f.x_stride = f.y_stride = D;
+      f.y = y.data() + 1;
+      f.weight = w.data();
+      f.bias = kind == NormKind::layer_norm ? b.data() : nullptr;
+      f.weight_offset = kind == NormKind::rms_norm ? 0.5 : 0.0;
+      f.eps = 1e-5;
+      f.mean = kind == NormKind::layer_norm ? mean.data() : nullptr;
+      f.rstd = rstd.data();
+      f.x_dtype = f.w_dtype = DType::f32;
+      ForwardArgs g = f;
+      g.y = y2.data() + 1;
+      g.mean = kind == NormKind::layer_norm ? mean2.data() : nullptr;
+      g.rstd = rstd2.data();
+      const auto run = [&](const ForwardArgs& a, bool stream) {
+        if (kind == NormKind::layer_norm)
+          detail::forward_rows<NormKind::layer_norm>(a, 0, rows, detail::ForwardStreams{stream, false});
+        else
+          detail::forward_rows<NormKind::rms_norm>(a, 0, rows, detail::ForwardStreams{stream, false});
+      };
+      run(f, true);
+      run(g, false);
+      ASSERT_EQ(bits(y), bits(y2));
+      ASSERT_EQ(bits(rstd), bits(rstd2));
+      ASSERT_EQ(bits(mean), bits(mean2));
+      for (std::int64_t j = 0; j < D; ++j) ASSERT_TRUE(std::isnan(y[5 * static_cast<std::size_t>(D) + 1 + j]));
+      ASSERT_TRUE(std::isfinite(y[3 * static_cast<std::size_t>(D) + 1]) && std::isfinite(y[4 * static_cast<std::size_t>(D) + 1]));
+    }
+  }
+}
+
 // A bf16 row's rounding leaves out the NaN case only where no y can be NaN
 // (forward-inl.hpp, WriteRow). An f32 NaN whose payload fills the mantissa
 // carries into the sign under the rounding without that case and would come
