@@ -655,12 +655,12 @@ template <NormKind K>
 inline constexpr std::size_t kInterleaveBlock = K == NormKind::layer_norm ? 256 : 128;
 static_assert(kChunk % kInterleaveBlock<NormKind::layer_norm> == 0 && kChunk % kInterleaveBlock<NormKind::rms_norm> == 0,
               "blocks tile a statistics chunk");
-template <NormKind K, class C, class TX>
+// Whether f32 rows are interleaved. Rows of at most kNearAheadBytes, fetched
+// two rows ahead (NextRows), and 16-bit rows, bound by the core, ran faster
+// in order. Blocks hold whole units of SumUnits.
+template <NormKind K, class C>
 bool InterleavesRows(ForwardStreams stream, std::int64_t rows, std::size_t D) {
-  // Rows of at most kNearAheadBytes, fetched two rows ahead (NextRows), and
-  // 16-bit rows, bound by the core, ran faster in order. Blocks hold whole
-  // units of SumUnits.
-  return std::is_same_v<TX, float> && stream.y && rows > 1 && D * sizeof(TX) > kNearAheadBytes &&
+  return stream.y && rows > 1 && D * sizeof(float) > kNearAheadBytes &&
          kInterleaveBlock<K> % (4 * hn::Lanes(hn::ScalableTag<C>())) == 0;
 }
 template <NormKind K, class C, class TX, class TP>
@@ -719,10 +719,12 @@ void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, 
   OutputOpts opts;
   opts.stream = stream.y;
   opts.params_finite = params_finite;
-  if (!a.residual && InterleavesRows<K, C, TX>(stream, end - begin, D)) {
-    PlainRowsInterleaved<K, C, TX>(a, begin, end, w, b, offset, opts);
-    hwy::FlushStream();  // order the non-temporal stores before the join
-    return;
+  if constexpr (std::is_same_v<TX, float>) {
+    if (!a.residual && InterleavesRows<K, C>(stream, end - begin, D)) {
+      PlainRowsInterleaved<K, C, TX>(a, begin, end, w, b, offset, opts);
+      hwy::FlushStream();  // order the non-temporal stores before the join
+      return;
+    }
   }
   if (!a.residual && end - begin > 1 && PipelinesRows<K, TX, TP>(D)) {  // one row: nothing to overlap
     PlainRowsPipelined<K, C, TX>(a, begin, end, w, b, offset, opts);
