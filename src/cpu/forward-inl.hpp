@@ -648,7 +648,9 @@ void PlainRowsPipelined(const ForwardArgs& a, std::int64_t begin, std::int64_t e
 // next-row fetches (NextRows, kept here as they are) did not fill the gap
 // (docs/kernels.md, "Interleaved rows"). The sums of row r + 1 associate as
 // StatsOfRow's (SumUnits over a chunk's blocks, SumTail at its end) and the
-// output pass is elementwise, so each row's bits are the in-order loop's.
+// output pass is elementwise, so each row's bits are the in-order loop's,
+// bar the sign of a NaN row's NaNs: which NaN operand an FMA passes on
+// follows the compiler's operand order (docs/kernels.md, rule 7).
 // RMSNorm's output pass does less per element, so its blocks are shorter:
 // measured, as is the choice of f32 rows wider than kNearAheadBytes.
 template <NormKind K>
