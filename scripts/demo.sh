@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+source scripts/openblas-core.sh
 out=build/demo
 mkdir -p "$out"
 

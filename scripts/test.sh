@@ -17,6 +17,7 @@ case "$stages" in
   *) echo "NORMKIT_TEST_STAGES must be 'all' or 'install', got '$stages'" >&2; exit 2 ;;
 esac
 bash scripts/setup.sh --test
+source scripts/openblas-core.sh
 py=.venv/bin/python
 
 if [ "$stages" = install ]; then
