@@ -234,7 +234,10 @@ HWY_INLINE void PassA(DC dc, BackwardRow<DC, TD, TI>& r0, std::type_identity_t<B
 // K1·x and K0 on rows of large mean is within the bound's rstd·mean|x| term
 // (docs/numerics.md). A row whose K1 or K0, formed in double, is not zero
 // or a normal number of the compute type (extreme or non-finite statistics,
-// non-finite sums) keeps the x̂ form, and with it the scaled x̂ of XhatMap.
+// non-finite sums), or whose products underflowed on the way (zero or
+// subnormal from factors that are not: f64 rows with subnormal gains, where
+// K1 = 0 lost the term that cancels R·g) keeps the x̂ form, and with it the
+// scaled x̂ of XhatMap.
 template <class DC>
 struct PassBTerms {
   using C = hn::TFromD<DC>;
@@ -250,12 +253,22 @@ struct PassBTerms {
     MGX = hn::Set(dc, mgx_c);
     K1 = K0 = hn::Zero(dc);
     const double mg = mg_c, mgx = mgx_c;
-    const double k1 = -rstd * rstd * mgx, k0 = rstd * (rstd * mgx * mean - mg);
-    const auto normal = [](double v) {
-      return v == 0 || (std::abs(v) >= static_cast<double>(std::numeric_limits<C>::min()) &&
-                        std::abs(v) <= static_cast<double>(std::numeric_limits<C>::max()));
+    const double d = rstd * mgx * mean - mg;
+    const double k1 = -rstd * rstd * mgx, k0 = rstd * d;
+    // Zero only where a factor is, else a normal number of C (false for NaN).
+    const auto normal = [](double v, bool zero_factor) {
+      return v == 0 ? zero_factor
+                    : std::abs(v) >= static_cast<double>(std::numeric_limits<C>::min()) &&
+                          std::abs(v) <= static_cast<double>(std::numeric_limits<C>::max());
     };
-    affine = normal(k1) && normal(k0);  // false for NaN
+    // a·b of nonzero factors below double's normal range. Tested by division,
+    // not on the products, so that rstd·mgx·mean keeps its one use (which the
+    // compiler may fuse with − mg) and K1, K0 their bits.
+    const auto underflows = [](double a, double b) {
+      return a != 0 && b != 0 && std::abs(a) < std::numeric_limits<double>::min() / std::abs(b);
+    };
+    affine = normal(k1, rstd == 0 || mgx == 0) && normal(k0, rstd == 0 || d == 0) && !underflows(rstd, rstd) &&
+             !underflows(rstd, mgx) && !underflows(rstd * mgx, mean);
     if (affine) {
       K1 = hn::Set(dc, static_cast<C>(k1));
       K0 = hn::Set(dc, static_cast<C>(k0));

@@ -197,6 +197,32 @@ TEST(Extremes, SubnormalAndTinyRows) {
   expect_both(DType::f32, 3, 300, normal(13, 1e-30), 0.0, 14);
 }
 
+// Subnormal gains with large rows and gradients: g = weight·dy is normal,
+// but the backward's terms R·g and x̂·mean(g·x̂)·R are near the subnormal
+// range and cancel (D = 1 RMSNorm: dx is R·g·eps/(x² + eps), ~0). Where the
+// affine form's constants underflow (K1 = −R²·mean(g·x̂) = 0 in f64) they
+// no longer cancel: the kernels must fall back to the x̂ form.
+TEST(Extremes, SubnormalGainsBackward) {
+  for (DType t : {DType::f64, DType::f32}) {
+    const double tiny = reference::smallest_subnormal(t);
+    for (std::int64_t D : {std::int64_t{1}, std::int64_t{7}, std::int64_t{64}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " D=" + std::to_string(D));
+      std::mt19937_64 rng(43);
+      const Array x = make(t, 3, D, normal(44, 1e20));
+      Array dy = make(t, 3, D, normal(45, 5e19));
+      for (const Case& c : {Case{NormKind::rms_norm, t, t, Affine::weight}, Case{NormKind::layer_norm, t, t, Affine::both}}) {
+        Params p = make_params(c, D, rng);
+        for (std::int64_t j = 0; j < D; ++j) {
+          const double w = static_cast<double>(1 + j % 3) * (j % 2 ? -tiny : tiny);
+          p.weight.set(0, j, w);
+          p.gain[static_cast<std::size_t>(j)] = w;
+        }
+        expect_backward(c, x, dy, p, 2.3e21);
+      }
+    }
+  }
+}
+
 // Rows of one repeated value: the variance is exactly 0, so LayerNorm gives
 // the bias exactly; a sum of D copies of one value is the case where
 // rounding errors of a running sum all have the same sign (the √D growth of
