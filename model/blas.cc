@@ -29,4 +29,16 @@ void gemm<double>(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, st
 
 void set_blas_threads(int n) { openblas_set_num_threads(n); }
 
+int blas_threads() { return openblas_get_num_threads(); }
+
+std::string blas_core() {
+  const char* name = openblas_get_corename();
+  return name ? name : "unknown";
+}
+
+bool blas_core_is_fallback() {
+  __builtin_cpu_init();
+  return blas_core() == "Prescott" && (__builtin_cpu_supports("avx2") || __builtin_cpu_supports("avx512f"));
+}
+
 }  // namespace normkit::model

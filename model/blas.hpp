@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace normkit::model {
 
@@ -13,7 +14,17 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
           const T* A, std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc);
 
-// How many threads OpenBLAS may use (n >= 1).
+// How many threads OpenBLAS may use (n >= 1), and may use now.
 void set_blas_threads(int n);
+int blas_threads();
+
+// The kernels OpenBLAS chose for this CPU (openblas_get_corename, e.g.
+// "Cooperlake"). "Prescott" on a CPU with AVX2 or AVX-512 is its generic
+// fallback for a CPU it does not know: the products then run several times
+// slower than the CPU allows (scripts/openblas-core.sh, docs/lab.md).
+std::string blas_core();
+
+// Whether blas_core() is that fallback on a CPU with AVX2 or AVX-512.
+bool blas_core_is_fallback();
 
 }  // namespace normkit::model

@@ -284,6 +284,8 @@ int profile_main(int argc, char** argv) {
   r.norm_threads = o.norm_threads;
   r.warmup = o.warmup;
   r.cpu = bench::cpu_model();
+  r.blas_core = nm::blas_core();
+  r.blas_fallback = nm::blas_core_is_fallback();
   r.load_before = bench::load_average();
   say("profiling the step");
   np::Step step(o.step);

@@ -173,8 +173,12 @@ void print_text(std::FILE* out, const Result& r, bool verbose) {
     for (const std::string& n : s.unknown_ops) std::fprintf(out, " %s", n.c_str());
     std::fprintf(out, "\n");
   }
-  std::fprintf(out, "\nmachine: %s; load %s before, %s after\n", r.cpu.c_str(), r.load_before.c_str(),
-               r.load_after.c_str());
+  std::fprintf(out, "\nmachine: %s; load %s before, %s after; matrix products: OpenBLAS, %s kernels\n",
+               r.cpu.c_str(), r.load_before.c_str(), r.load_after.c_str(), r.blas_core.c_str());
+  if (r.blas_fallback)
+    std::fprintf(out, "  OpenBLAS does not know this CPU and runs its generic kernels: the matrix products are\n"
+                      "  several times slower than this CPU allows, and every share above moves toward the\n"
+                      "  norms. Set OPENBLAS_CORETYPE (scripts/openblas-core.sh does; docs/lab.md).\n");
 }
 
 namespace {
@@ -257,8 +261,11 @@ void write_json(std::FILE* out, const Result& r) {
                  k.their_time_pct >= 0 ? std::to_string(k.their_time_pct).c_str() : "null", 100 * k.flops / F,
                  100 * k.seconds / T, i + 1 < iv.size() ? "," : "");
   }
-  std::fprintf(out, "  ],\n  \"machine\": {\"cpu\": %s, \"load_before\": %s, \"load_after\": %s}\n}\n",
-               json_string(r.cpu).c_str(), json_string(r.load_before).c_str(), json_string(r.load_after).c_str());
+  std::fprintf(out,
+               "  ],\n  \"machine\": {\"cpu\": %s, \"load_before\": %s, \"load_after\": %s, \"blas_core\": %s, "
+               "\"blas_fallback\": %s}\n}\n",
+               json_string(r.cpu).c_str(), json_string(r.load_before).c_str(), json_string(r.load_after).c_str(),
+               json_string(r.blas_core).c_str(), r.blas_fallback ? "true" : "false");
 }
 
 std::vector<std::string> write_report(const std::string& path, const std::string& json_path, const Result& r,
@@ -338,8 +345,9 @@ std::vector<std::string> write_report(const std::string& path, const std::string
   }
   std::fprintf(f, "\n## Operators\n\n");
   table(ops_by_time(s));
-  std::fprintf(f, "Machine: %s; load %s before, %s after.\n", r.cpu.c_str(), r.load_before.c_str(),
-               r.load_after.c_str());
+  std::fprintf(f, "Machine: %s; load %s before, %s after; matrix products: OpenBLAS, %s kernels%s.\n",
+               r.cpu.c_str(), r.load_before.c_str(), r.load_after.c_str(), r.blas_core.c_str(),
+               r.blas_fallback ? " (its generic fallback for a CPU it does not know: set OPENBLAS_CORETYPE)" : "");
   std::fclose(f);
 
   std::vector<std::string> lines = {"report: " + path, "JSON: " + json_path};

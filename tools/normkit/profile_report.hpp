@@ -36,6 +36,8 @@ struct Result {
   std::vector<Comparison> comparisons;
   int compare_repeats = 0;
   std::string cpu, load_before, load_after;
+  std::string blas_core;       // OpenBLAS's kernels (model::blas_core)
+  bool blas_fallback = false;  // its generic ones on a CPU it does not know
 };
 
 // Speed-up ceiling if the normalization class took no time: 1 / (1 − share).

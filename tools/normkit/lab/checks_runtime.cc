@@ -8,14 +8,11 @@
 #include "lab/check.hpp"
 #include "lab/numerics.hpp"
 #include "measure/timing.hpp"
+#include "model/blas.hpp"
 #include "model/norm_ops.hpp"
 #include "normkit/half.hpp"
 #include "normkit/threading.hpp"
 #include "profile_run.hpp"
-
-#ifdef NORMKIT_LAB_CBLAS
-#include <cblas.h>
-#endif
 
 namespace normkit::lab {
 
@@ -24,8 +21,6 @@ namespace {
 // Overall speed-up when a part taking `share` of the time becomes `factor`
 // times faster (factor = ∞: free).
 double amdahl(double share, double factor) { return 1.0 / ((1.0 - share) + share / factor); }
-
-constexpr const char* kMatmul = "OpenBLAS sgemm (model/blas.hpp)";
 
 // "Many times" (the texts' time share against FLOP share), as a bound: at
 // least 2×, where 000's V100 profile shows 150×. A CPU's compute is far
@@ -114,17 +109,18 @@ void check_runtime_arithmetic(const Norms& norms, Recorder& rec) {
   c.batch = 2;
   c.seq = 64;
   const std::int64_t rows = c.batch * c.seq, D = c.model.width;
+  // OpenBLAS's generic kernels (a CPU it does not know) make the rest of the
+  // step slower and the norm's share smaller than this CPU's would be.
   rec.row("profiled step", "depth 2, D 256, 4 heads, FFN 1024, batch 2 × seq 64, pre-norm, f32, one thread",
-          std::string("normkit profile's step; matmuls by ") + kMatmul, std::nullopt);
+          "normkit profile's step; matmuls by OpenBLAS sgemm, " + model::blas_core() + " kernels" +
+              (model::blas_core_is_fallback() ? " (its generic fallback: set OPENBLAS_CORETYPE, docs/lab.md)" : ""),
+          std::nullopt);
   // One thread for both the norm and the matmuls: two thread pools (OpenMP's
   // and OpenBLAS's) on the same cores wait on each other's spinning threads,
   // and that contention, not either kernel, would dominate the timings.
-  const int normkit_threads = num_threads();
+  const int normkit_threads = num_threads(), blas_threads = model::blas_threads();
   set_num_threads(1);
-#ifdef NORMKIT_LAB_CBLAS
-  const int blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);
-#endif
+  model::set_blas_threads(1);
 
   for (const NormKind kind : {NormKind::rms_norm, NormKind::layer_norm}) {
     const std::string k = kind_tag(kind), K = std::string(norm_title(kind));
@@ -174,9 +170,7 @@ void check_runtime_arithmetic(const Norms& norms, Recorder& rec) {
                 check.worst_ratio(), 1.0);
   }
   set_num_threads(normkit_threads);
-#ifdef NORMKIT_LAB_CBLAS
-  openblas_set_num_threads(blas_threads);
-#endif
+  model::set_blas_threads(blas_threads);
 }
 
 void check_seed_claims(const Norms& norms, Recorder& rec) {
