@@ -35,7 +35,8 @@
 //
 // Error bound (the tests assert exactly this): with u_out and u_acc the unit
 // roundoff of the output dtype and of the accumulation dtype (f32: 2⁻²⁴,
-// f64: 2⁻⁵³, f16: 2⁻¹¹, bf16: 2⁻⁸), g the effective gain, x̂ = y's
+// f64: 2⁻⁵³, f16: 2⁻¹¹, bf16: 2⁻⁸), g the effective gain (|g| read as
+// |weight| + |weight_offset|: the sum is formed in the arithmetic), x̂ = y's
 // normalized value before the gain, and μ_|x| = Σ|x|/D, every output element
 // of the forward satisfies
 //   |y − y_exact| ≤ u_out·|y_exact| + 4·(√D + 2)·u_acc·(|g|·(|x̂| + rstd·μ_|x|) + |bias|)

@@ -39,7 +39,7 @@ void run_backward(const Case& c, std::int64_t rows, std::int64_t D, bool strided
     rms_norm_backward(dy.cmat(), x.cmat(), rstd.cvec(), p.w(), dx.mat(), dweight.vec(), p.offset);
   }
 
-  const Scales s = scales(xv, &dyv, rows, D, p.gain, p.shift, fwd, c.op == NormKind::layer_norm);
+  const Scales s = scales(xv, &dyv, rows, D, p.gain_size, p.shift, fwd, c.op == NormKind::layer_norm);
   EXPECT_TRUE(within_budget(dx.values(), ref.dx, s.dx, c.x, c.x, growth(D), "dx"));
   EXPECT_TRUE(dx.padding_intact());
   // dweight sums over rows as well as carrying x̂'s error.

@@ -74,7 +74,7 @@ struct Job {
     const std::vector<double> xv = xin.values(), dyv = dy->values();
     const reference::Forward f = reference_forward(c, xin.cmat(), *p, 1e-5);
     const reference::Backward bw = reference_backward(c, dy->cmat(), xin.cmat(), *p, 1e-5);
-    const Scales s = scales(xv, &dyv, rows, D, p->gain, p->shift, f, c.op == NormKind::layer_norm, c.x);
+    const Scales s = scales(xv, &dyv, rows, D, p->gain_size, p->shift, f, c.op == NormKind::layer_norm, c.x);
     EXPECT_TRUE(within_budget(y.values(), f.y, s.y, c.x, c.x, growth(D), "y"));
     EXPECT_TRUE(within_budget(dx.values(), bw.dx, s.dx, c.x, c.x, growth(D), "dx"));
   }

@@ -107,7 +107,7 @@ TEST_P(CudaCases, ForwardMatchesOracle) {
       out.back();
       grstd.back();
       Array& yh = layout == 2 ? x : y;
-      const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm);
+      const Scales s = scales(xv, nullptr, rows, D, p.gain_size, p.shift, ref, c.op == NormKind::layer_norm);
       EXPECT_TRUE(within_budget(yh.values(), ref.y, s.y, c.x, c.x, growth(D), "y"));
       EXPECT_TRUE(yh.padding_intact()) << "y was written outside its rows";
       EXPECT_TRUE(within_budget(rstd.values(), ref.rstd, ref.rstd, stat_dtype(c.x), c.x, growth(D), "rstd"));
@@ -146,7 +146,7 @@ TEST_P(CudaCases, BackwardMatchesOracle) {
       gdx.back();
       gdw.back();
       gdb.back();
-      const Scales s = scales(xv, &dyv, rows, D, p.gain, p.shift, fwd, c.op == NormKind::layer_norm);
+      const Scales s = scales(xv, &dyv, rows, D, p.gain_size, p.shift, fwd, c.op == NormKind::layer_norm);
       EXPECT_TRUE(within_budget(dx.values(), ref.dx, s.dx, c.x, c.x, growth(D), "dx"));
       EXPECT_TRUE(dx.padding_intact());
       const double g_rows = growth(D) + growth(rows);
@@ -192,7 +192,7 @@ TEST_F(Cuda, FusedAddMatchesCpuStreamAndOracleNorm) {
         EXPECT_EQ(h.bytes(), h_cpu.bytes()) << "h differs from the CPU's one f32 addition";
         // y's oracle is the norm of the h that was written.
         const reference::Forward ref = reference_forward(c, h.cmat(), p, eps);
-        const Scales s = scales(h.values(), nullptr, rows, D, p.gain, p.shift, ref, op == NormKind::layer_norm);
+        const Scales s = scales(h.values(), nullptr, rows, D, p.gain_size, p.shift, ref, op == NormKind::layer_norm);
         EXPECT_TRUE(within_budget(y.values(), ref.y, s.y, xd, xd, growth(D), "y"));
         if (::testing::Test::HasFailure()) return;
       }

@@ -76,7 +76,7 @@ void expect_forward(const Case& c, const Array& x, const Params& p, double eps) 
     rms_norm(x.cmat(), p.w(), eps, y.mat(), rstd.vec(), p.offset);
 
   const std::vector<double> xv = x.values();
-  const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm, c.x);
+  const Scales s = scales(xv, nullptr, rows, D, p.gain_size, p.shift, ref, c.op == NormKind::layer_norm, c.x);
   EXPECT_TRUE(within_budget(y.values(), ref.y, s.y, c.x, c.x, growth(D), "y"));
 
   const StatScales ss = stat_scales(xv, rows, D, ref, c.x);
@@ -105,7 +105,7 @@ void expect_backward(const Case& c, const Array& x, const Array& dy, const Param
     rms_norm_backward(dy.cmat(), x.cmat(), rstd.cvec(), p.w(), dx.mat(), dweight.vec(), p.offset);
   }
   const std::vector<double> xv = x.values(), dyv = dy.values();
-  const Scales s = scales(xv, &dyv, rows, D, p.gain, p.shift, fwd, c.op == NormKind::layer_norm, c.x);
+  const Scales s = scales(xv, &dyv, rows, D, p.gain_size, p.shift, fwd, c.op == NormKind::layer_norm, c.x);
   EXPECT_TRUE(within_budget(dx.values(), ref.dx, s.dx, c.x, c.x, growth(D), "dx"));
   EXPECT_TRUE(within_budget(dweight.values(), ref.dweight, s.dweight, c.w, c.x, growth(D) + growth(rows),
                             "dweight"));
@@ -215,11 +215,35 @@ TEST(Extremes, SubnormalGainsBackward) {
         for (std::int64_t j = 0; j < D; ++j) {
           const double w = static_cast<double>(1 + j % 3) * (j % 2 ? -tiny : tiny);
           p.weight.set(0, j, w);
-          p.gain[static_cast<std::size_t>(j)] = w;
+          p.gain_size[static_cast<std::size_t>(j)] = std::abs(w);
         }
         expect_backward(c, x, dy, p, 2.3e21);
       }
     }
+  }
+}
+
+// An RMSNorm offset that cancels the weight: gains ~1e-5 from weight ≈ 0.12
+// and an offset not representable in f32. The kernels round the offset to
+// their arithmetic and form the sum there, so the gain's error is relative to
+// |weight| + |offset|, as the bound reads |g| (docs/numerics.md §2).
+TEST(Extremes, OffsetCancellingTheWeight) {
+  for (DType t : {DType::f32, DType::bf16, DType::f64}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const std::int64_t rows = 3, D = 59;
+    std::mt19937_64 rng(46);
+    const Array x = make(t, rows, D, normal(47, 1.0));
+    const Array dy = make(t, rows, D, normal(48, 1.0));
+    const Case c{NormKind::rms_norm, t, t == DType::f64 ? DType::f64 : DType::f32, Affine::offset};
+    Params p = make_params(c, D, rng);
+    p.offset = -0.1211406;
+    for (std::int64_t j = 0; j < D; ++j) {
+      const double w = 0.1211788 + 1e-6 * static_cast<double>(j - D / 2);
+      p.weight.set(0, j, w);
+      p.gain_size[static_cast<std::size_t>(j)] = std::abs(p.weight.get(0, j)) + std::abs(p.offset);
+    }
+    expect_forward(c, x, p, 1e-5);
+    expect_backward(c, x, dy, p, 1e-5);
   }
 }
 
@@ -359,7 +383,7 @@ TEST(Extremes, ZeroEpsOnZeroRow) {
           dyr.set(0, j, dy.get(r, j));
         }
         const reference::Forward ref = reference_forward(c, xr.cmat(), p, 0.0);
-        const Scales s = scales(xr.values(), nullptr, 1, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm, c.x);
+        const Scales s = scales(xr.values(), nullptr, 1, D, p.gain_size, p.shift, ref, c.op == NormKind::layer_norm, c.x);
         std::vector<double> got(D);
         for (std::int64_t j = 0; j < D; ++j) got[j] = y.get(r, j);
         EXPECT_TRUE(within_budget(got, ref.y, s.y, t, t, growth(D), "y row " + std::to_string(r)));

@@ -32,7 +32,7 @@ void run_forward(const Case& c, std::int64_t rows, std::int64_t D, Layout layout
   else
     rms_norm(x.cmat(), p.w(), eps, y.mat(), rstd.vec(), p.offset);
 
-  const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm);
+  const Scales s = scales(xv, nullptr, rows, D, p.gain_size, p.shift, ref, c.op == NormKind::layer_norm);
   EXPECT_TRUE(within_budget(y.values(), ref.y, s.y, c.x, c.x, growth(D), "y"));
   EXPECT_TRUE(y.padding_intact()) << "y was written outside its rows";
   if (rows == 0) return;

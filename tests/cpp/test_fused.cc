@@ -66,7 +66,7 @@ void run_fused(const FusedCase& fc, std::int64_t rows, std::int64_t D, bool in_p
   // y is the norm of h as stored.
   const std::vector<double> hv = h.values();
   const reference::Forward ref = reference_forward(c, h.cmat(), p, eps);
-  const Scales s = scales(hv, nullptr, rows, D, p.gain, p.shift, ref, fc.op == NormKind::layer_norm);
+  const Scales s = scales(hv, nullptr, rows, D, p.gain_size, p.shift, ref, fc.op == NormKind::layer_norm);
   EXPECT_TRUE(within_budget(y.values(), ref.y, s.y, fc.x, fc.x, growth(D), "y"));
   EXPECT_TRUE(h.padding_intact() && y.padding_intact());
 
@@ -85,7 +85,7 @@ void run_fused(const FusedCase& fc, std::int64_t rows, std::int64_t D, bool in_p
     add_rms_norm_backward(dy.cmat(), dout, h.cmat(), rstd.cvec(), p.w(), dh.mat(), dweight.vec());
 
   reference::Backward bref = reference_backward(c, dy.cmat(), h.cmat(), p, eps);
-  const Scales sb = scales(hv, &dyv, rows, D, p.gain, p.shift, ref, fc.op == NormKind::layer_norm);
+  const Scales sb = scales(hv, &dyv, rows, D, p.gain_size, p.shift, ref, fc.op == NormKind::layer_norm);
   std::vector<double> dh_scale = sb.dx;
   if (with_dh_out)
     for (std::size_t i = 0; i < dov.size(); ++i) {

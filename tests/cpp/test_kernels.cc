@@ -182,7 +182,7 @@ void check_forward(const Case& c, std::optional<DType> res, std::int64_t rows, s
   }
   const std::vector<double> xv = normed->values();
   const reference::Forward ref = reference_forward(c, normed->cmat(), p, eps);
-  const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm);
+  const Scales s = scales(xv, nullptr, rows, D, p.gain_size, p.shift, ref, c.op == NormKind::layer_norm);
   EXPECT_TRUE(within_budget(run.y.values(), ref.y, s.y, c.x, c.x, growth(D), "y"));
   EXPECT_TRUE(run.y.padding_intact()) << "y was written outside its rows";
   EXPECT_TRUE(within_budget(run.rstd.values(), ref.rstd, ref.rstd, stat_dtype(c.x), c.x, growth(D), "rstd"));
@@ -299,7 +299,7 @@ void check_backward(const Case& c, DType xin_dtype, bool fused, std::int64_t row
   const std::vector<double> xv = xin.values(), dyv = dy.values();
   const reference::Forward fwd = reference_forward(c, xin.cmat(), p, eps);
   reference::Backward ref = reference_backward(c, dy.cmat(), xin.cmat(), p, eps);
-  const Scales s = scales(xv, &dyv, rows, D, p.gain, p.shift, fwd, c.op == NormKind::layer_norm);
+  const Scales s = scales(xv, &dyv, rows, D, p.gain_size, p.shift, fwd, c.op == NormKind::layer_norm);
   std::vector<double> dx_scale = s.dx;
   if (fused) {
     const std::vector<double> dov = dh_out.values();
@@ -652,7 +652,7 @@ void check_rows(const Case& c, std::int64_t rows, std::int64_t D, const std::fun
   const ForwardRun run = run_forward(c, std::nullopt, x, nullptr, p, eps, false);
   const std::vector<double> xv = run.x_before.values();
   reference::Forward ref = reference_forward(c, xs.cmat(), p, eps * ref_scale * ref_scale);
-  const Scales s = scales(xs.values(), nullptr, rows, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm);
+  const Scales s = scales(xs.values(), nullptr, rows, D, p.gain_size, p.shift, ref, c.op == NormKind::layer_norm);
   for (double& m : ref.mean) m /= ref_scale;
   for (double& r : ref.rstd) r *= ref_scale;
   EXPECT_TRUE(within_budget(run.y.values(), ref.y, s.y, c.x, c.x, growth(D), "y"));
@@ -771,7 +771,7 @@ TEST_P(Kernels, NonFiniteRowsStayInTheirRow) {
         // an Inf, rstd = 0 makes the finite elements 0, as in the oracle and
         // PyTorch); its statistics are not finite; other rows are untouched.
         const reference::Forward ref = reference_forward(c, run.x_before.cmat(), p, 1e-5);
-        const Scales s = scales(run.x_before.values(), nullptr, rows, D, p.gain, p.shift, ref, c.op == NormKind::layer_norm);
+        const Scales s = scales(run.x_before.values(), nullptr, rows, D, p.gain_size, p.shift, ref, c.op == NormKind::layer_norm);
         EXPECT_TRUE(within_budget(run.y.values(), ref.y, s.y, t, t, growth(D), "y"));
         EXPECT_FALSE(std::isfinite(run.y.get(1, 50)));
         if (c.op == NormKind::layer_norm) {

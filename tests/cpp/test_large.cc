@@ -61,7 +61,7 @@ TEST(Large, MoreThanTwoToThe31Elements) {
   for (std::int64_t r : sample) {
     SCOPED_TRACE("forward row " + std::to_string(r));
     const reference::Forward ref = reference_forward(c, row(x, r), p, 1e-5);
-    const Scales s = scales(row_values(x, r), nullptr, 1, kD, p.gain, p.shift, ref, true, c.x);
+    const Scales s = scales(row_values(x, r), nullptr, 1, kD, p.gain_size, p.shift, ref, true, c.x);
     EXPECT_TRUE(within_budget(row_values(y, r), ref.y, s.y, c.x, c.x, growth(kD), "y"));
     EXPECT_NEAR(rstd[r], ref.rstd[0], growth(kD) * accum_roundoff(c.x) * ref.rstd[0]);
   }
@@ -84,7 +84,7 @@ TEST(Large, MoreThanTwoToThe31Elements) {
     const std::vector<double> xr = row_values(x, r);
     const reference::Forward f = reference_forward(c, row(x, r), p, 1e-5);
     const reference::Backward b = reference_backward(c, dyr.cmat(), row(x, r), p, 1e-5);
-    const Scales s = scales(xr, &dy_sample[k], 1, kD, p.gain, p.shift, f, true, c.x);
+    const Scales s = scales(xr, &dy_sample[k], 1, kD, p.gain_size, p.shift, f, true, c.x);
     EXPECT_TRUE(within_budget(row_values(dy, r), b.dx, s.dx, c.x, c.x, growth(kD), "dx"));
     for (std::int64_t j = 0; j < kD; ++j) {
       dw_ref[j] += b.dweight[j];

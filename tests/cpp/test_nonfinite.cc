@@ -71,7 +71,7 @@ std::vector<Output> run(Fn fn, const Case& c, DType res, const Inputs& in, const
   const reference::Forward fref = reference_forward(c, xin.cmat(), p, eps);
   std::vector<Output> out;
   if (!backward(fn)) {
-    const Scales s = scales(xv, nullptr, rows, D, p.gain, p.shift, fref, layer, c.x);
+    const Scales s = scales(xv, nullptr, rows, D, p.gain_size, p.shift, fref, layer, c.x);
     out.push_back({"y", y, fref.y, s.y, c.x, growth(D), Output::per_row_matrix});
     const StatScales ss = stat_scales(xv, rows, D, fref, c.x);
     out.push_back({"rstd", rstd, fref.rstd, ss.rstd, c.x, growth(D), Output::per_row_stat});
@@ -103,7 +103,7 @@ std::vector<Output> run(Fn fn, const Case& c, DType res, const Inputs& in, const
 
   const std::vector<double> dyv = in.dy.values();
   reference::Backward bref = reference_backward(c, in.dy.cmat(), xin.cmat(), p, eps);
-  const Scales s = scales(xv, &dyv, rows, D, p.gain, p.shift, fref, layer, c.x);
+  const Scales s = scales(xv, &dyv, rows, D, p.gain_size, p.shift, fref, layer, c.x);
   std::vector<double> dx_scale = s.dx;
   if (fused(fn)) {
     const std::vector<double> dov = in.dh_out.values();

@@ -13,7 +13,8 @@
 //    multiplying by rstd this is an absolute error in x̂ of 4(√D+2)·u·rstd·mean|x|.
 //    rstd carries a relative error of the same size, i.e. an absolute error
 //    in x̂ of 4(√D+2)·u·|x̂|. Multiplying by the gain scales both by |g|; adding
-//    the bias adds one rounding of |b|.
+//    the bias adds one rounding of |b|. |g| is read as |weight| + |offset|:
+//    the gain weight + offset is itself formed in the arithmetic.
 //  * Finally the result is rounded to the output dtype: u_out·|y|, and an
 //    output in the subnormal range may be off by half its smallest step.
 // So |y − y_ref| ≤ u_out·|y_ref| + 4(√D+2)·u·(|g|(|x̂| + rstd·mean|x|) + |b|) + tiny.
@@ -58,8 +59,11 @@ inline double saturated(double scale) {
 }
 
 // Dense double copies of a kernel's inputs, and the per-element scales that
-// the budget multiplies. gain and bias are (D) with absent = 1 / 0 already
-// filled in (and the RMSNorm offset added).
+// the budget multiplies. gain_size and bias are (D) with absent = 1 / 0
+// already filled in. gain_size is |weight| + |weight_offset|, not the size
+// of their sum: the kernels form the sum in their arithmetic (the offset
+// rounded to it first), so where the two cancel the error is relative to
+// their own sizes (docs/numerics.md §2).
 struct Scales {
   std::vector<double> y;        // (rows·D)  |g|(|x̂| + rstd·mean|x|) + |b|
   std::vector<double> dx;       // (rows·D)
@@ -71,7 +75,7 @@ struct Scales {
 // x_dtype: the activations' dtype, whose arithmetic's λ bounds the
 // statistics' absolute error for subnormal rows (f32 for data that has none).
 inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy, std::int64_t rows,
-                     std::int64_t D, const std::vector<double>& gain, const std::vector<double>& bias,
+                     std::int64_t D, const std::vector<double>& gain_size, const std::vector<double>& bias,
                      const reference::Forward& ref, bool layer, DType x_dtype = DType::f32) {
   Scales s{std::vector<double>(x.size()), std::vector<double>(x.size()), std::vector<double>(D, 0.0),
            std::vector<double>(D, 0.0)};
@@ -94,8 +98,8 @@ inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy
     for (std::int64_t j = 0; j < D; ++j) {
       xhat[j] = (xr[j] - mu) * rstd;
       xerr[j] = shift_err + (std::abs(xr[j] - mu) + 1.0) * lambda;
-      const double y_scale = std::abs(gain[j]) * (std::abs(xhat[j]) + xerr[j]) + std::abs(bias[j]);
-      const bool finite_operands = std::isfinite(gain[j]) && std::isfinite(xhat[j]) && std::isfinite(xerr[j]) &&
+      const double y_scale = std::abs(gain_size[j]) * (std::abs(xhat[j]) + xerr[j]) + std::abs(bias[j]);
+      const bool finite_operands = std::isfinite(gain_size[j]) && std::isfinite(xhat[j]) && std::isfinite(xerr[j]) &&
                                    std::isfinite(bias[j]);
       s.y[r * D + j] = finite_operands ? saturated(y_scale) : y_scale;
     }
@@ -107,7 +111,7 @@ inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy
     const double* dyr = &(*dy)[r * D];
     double mean_g = 0, mean_gx = 0;
     for (std::int64_t j = 0; j < D; ++j) {
-      const double g = std::abs(gain[j] * dyr[j]);
+      const double g = std::abs(gain_size[j] * dyr[j]);
       mean_g += g;
       mean_gx += g * (std::abs(xhat[j]) + xerr[j]);
       s.dweight[j] += std::abs(dyr[j]) * (std::abs(xhat[j]) + xerr[j]) + lambda;
@@ -116,7 +120,7 @@ inline Scales scales(const std::vector<double>& x, const std::vector<double>* dy
     mean_g = mean_g / static_cast<double>(D) + lambda;
     mean_gx = mean_gx / static_cast<double>(D) + lambda;
     for (std::int64_t j = 0; j < D; ++j) {
-      const double g = std::abs(gain[j] * dyr[j]) + lambda;
+      const double g = std::abs(gain_size[j] * dyr[j]) + lambda;
       s.dx[r * D + j] = rstd * (g + mean_g + (std::abs(xhat[j]) + xerr[j]) * mean_gx);
     }
   }
