@@ -37,8 +37,12 @@ std::string blas_core() {
 }
 
 bool blas_core_is_fallback() {
+#if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   return blas_core() == "Prescott" && (__builtin_cpu_supports("avx2") || __builtin_cpu_supports("avx512f"));
+#else
+  return false;  // Prescott is an x86 core
+#endif
 }
 
 }  // namespace normkit::model
