@@ -580,10 +580,8 @@ void check_values(const Call& c, const Arenas& before) {
   const bool layer = is_layer(c.op);
   const Arenas& after = c.arenas;
   const nk::ConstVector w = cvec(c, W, before), b = layer ? cvec(c, B, before) : nk::ConstVector{};
-  // The budget's gain: |weight| + |weight_offset| (tests/cpp/tolerance.hpp).
-  std::vector<double> gain = nk::reference::to_double(w, D, 1.0);
-  if (w.present() && !layer)  // LayerNorm has no weight_offset
-    for (double& g : gain) g = std::abs(g) + std::abs(c.offset);
+  // LayerNorm has no weight_offset.
+  const std::vector<double> gain = nk::test::gain_size(w, D, layer ? 0.0 : c.offset);
   const std::vector<double> shift = nk::reference::to_double(b, D, 0.0);
   const DType act = c.act;
   // Rows the oracle can judge: its arithmetic is double, so f64 rows with

@@ -13,6 +13,7 @@
 #include "buffers.hpp"
 #include "normkit/ops.hpp"
 #include "support/norm_kind.hpp"
+#include "tolerance.hpp"
 
 namespace normkit::test {
 
@@ -52,13 +53,12 @@ inline std::vector<Case> all_cases() {
 using normkit::stat_dtype;  // the statistics dtype rule, normkit/ops.hpp
 
 // Parameters of one case, with the dense double values the budget reads
-// (absent filled in as gain 1 / bias 0; the RMSNorm offset's size added to
-// the weight's, tolerance.hpp).
+// (tolerance.hpp: gain_size; the bias, absent filled in as 0).
 struct Params {
   Array weight, bias;
   bool has_weight = false, has_bias = false;
   double offset = 0.0;
-  std::vector<double> gain_size, shift;  // the budget's |weight| + |offset|; bias (tolerance.hpp)
+  std::vector<double> gain_size, shift;
 
   ConstVector w() const { return has_weight ? weight.cvec() : ConstVector{}; }
   ConstVector b() const { return has_bias ? bias.cvec() : ConstVector{}; }
@@ -72,8 +72,7 @@ inline Params make_params(const Case& c, std::int64_t D, std::mt19937_64& rng) {
   // Gemma stores gain − 1, so its weights sit near 0; others near 1.
   if (p.has_weight) p.weight = random_vector(c.w, D, rng, p.offset > 0 ? 0.0 : 1.0, 0.5);
   if (p.has_bias) p.bias = random_vector(c.w, D, rng, 0.0, 0.5);
-  p.gain_size = reference::to_double(p.w(), D, 1.0);
-  for (double& g : p.gain_size) g = std::abs(g) + std::abs(p.offset);
+  p.gain_size = gain_size(p.w(), D, p.offset);
   p.shift = reference::to_double(p.b(), D, 0.0);
   return p;
 }

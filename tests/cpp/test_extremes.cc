@@ -212,11 +212,8 @@ TEST(Extremes, SubnormalGainsBackward) {
       Array dy = make(t, 3, D, normal(45, 5e19));
       for (const Case& c : {Case{NormKind::rms_norm, t, t, Affine::weight}, Case{NormKind::layer_norm, t, t, Affine::both}}) {
         Params p = make_params(c, D, rng);
-        for (std::int64_t j = 0; j < D; ++j) {
-          const double w = static_cast<double>(1 + j % 3) * (j % 2 ? -tiny : tiny);
-          p.weight.set(0, j, w);
-          p.gain_size[static_cast<std::size_t>(j)] = std::abs(w);
-        }
+        for (std::int64_t j = 0; j < D; ++j) p.weight.set(0, j, static_cast<double>(1 + j % 3) * (j % 2 ? -tiny : tiny));
+        p.gain_size = gain_size(p.w(), D, p.offset);
         expect_backward(c, x, dy, p, 2.3e21);
       }
     }
@@ -237,11 +234,8 @@ TEST(Extremes, OffsetCancellingTheWeight) {
     const Case c{NormKind::rms_norm, t, t == DType::f64 ? DType::f64 : DType::f32, Affine::offset};
     Params p = make_params(c, D, rng);
     p.offset = -0.1211406;
-    for (std::int64_t j = 0; j < D; ++j) {
-      const double w = 0.1211788 + 1e-6 * static_cast<double>(j - D / 2);
-      p.weight.set(0, j, w);
-      p.gain_size[static_cast<std::size_t>(j)] = std::abs(p.weight.get(0, j)) + std::abs(p.offset);
-    }
+    for (std::int64_t j = 0; j < D; ++j) p.weight.set(0, j, 0.1211788 + 1e-6 * static_cast<double>(j - D / 2));
+    p.gain_size = gain_size(p.w(), D, p.offset);
     expect_forward(c, x, p, 1e-5);
     expect_backward(c, x, dy, p, 1e-5);
   }

@@ -58,12 +58,20 @@ inline double saturated(double scale) {
   return std::isinf(scale) ? std::numeric_limits<double>::max() : scale;
 }
 
+// The gain's size as the budget reads it, per column: |weight| +
+// |weight_offset|, not the size of their sum. The kernels form the sum in
+// their arithmetic (the offset rounded to it first), so where the two cancel
+// the error is relative to their own sizes (docs/numerics.md §2). An absent
+// weight is a gain of 1 (its offset is 0).
+inline std::vector<double> gain_size(ConstVector weight, std::int64_t D, double offset) {
+  std::vector<double> g = reference::to_double(weight, D, 1.0);
+  for (double& v : g) v = std::abs(v) + std::abs(offset);
+  return g;
+}
+
 // Dense double copies of a kernel's inputs, and the per-element scales that
-// the budget multiplies. gain_size and bias are (D) with absent = 1 / 0
-// already filled in. gain_size is |weight| + |weight_offset|, not the size
-// of their sum: the kernels form the sum in their arithmetic (the offset
-// rounded to it first), so where the two cancel the error is relative to
-// their own sizes (docs/numerics.md §2).
+// the budget multiplies. gain_size (above) and bias are (D), with an absent
+// bias filled in as 0.
 struct Scales {
   std::vector<double> y;        // (rows·D)  |g|(|x̂| + rstd·mean|x|) + |b|
   std::vector<double> dx;       // (rows·D)
