@@ -236,38 +236,62 @@ HWY_INLINE hn::Vec<DC> StoreAs(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p) {
   }
 }
 
-// StoreAs with a non-temporal store: p must be aligned to the stored
-// vector's size. Used only for large outputs that will not be read back;
-// returns the value as stored, as StoreAs does.
+// StoreAs of two vectors with non-temporal stores, lo to the Lanes(dc)
+// elements at p and hi to the Lanes(dc) after them; both are returned as
+// stored. Used only for large outputs that will not be read back. p must be
+// aligned to the vectors stored: Lanes(dc) elements where T is the compute
+// type, 2·Lanes(dc) for a 16-bit T, whose two rounded halves are joined and
+// written by one store. Two half-vector stores leave a line's
+// write-combining buffer half full between them, and with several input
+// streams in flight the buffer was at times flushed half written, which
+// costs a read-modify-write of the line in memory (docs/kernels.md, "Whole
+// lines for non-temporal stores").
 template <class DC, class T>
-HWY_INLINE hn::Vec<DC> StreamAs(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p) {
+HWY_INLINE void StreamTwoAs(DC dc, hn::Vec<DC>& lo, hn::Vec<DC>& hi, T* HWY_RESTRICT p) {
   using C = hn::TFromD<DC>;
   if constexpr (std::is_same_v<T, C>) {
-    hn::Stream(v, dc, p);
-    return v;
-  } else if constexpr (hn::MaxLanes(hn::Rebind<std::uint16_t, DC>()) * 2 < 16) {
-    // The 16-bit vector is only part of a register (SSE4 and older): a
-    // non-temporal store would write the whole register, so store normally.
-    return StoreAs(dc, v, p);
+    hn::Stream(lo, dc, p);
+    hn::Stream(hi, dc, p + hn::Lanes(dc));
+  } else if constexpr (HWY_TARGET == HWY_SCALAR) {
+    // One element per vector: the pair is 4 bytes, nothing to stream.
+    lo = StoreAs(dc, lo, p);
+    hi = StoreAs(dc, hi, p + hn::Lanes(dc));
   } else {
+#if HWY_TARGET != HWY_SCALAR  // no Combine there; the joined pair fills at least a 128-bit register
     static_assert(std::is_same_v<C, float>);
-    const hn::Rebind<std::uint16_t, DC> du16;
+    const hn::RebindToUnsigned<DC> du32;
     const hn::RebindToSigned<DC> di32;
-    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
-      const auto bits = Bf16BitsFromF32(dc, v);
-      hn::Stream(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16, reinterpret_cast<std::uint16_t*>(p));
-      return hn::BitCast(dc, hn::ShiftLeft<16>(bits));
-    } else {
+    const hn::Rebind<std::uint16_t, DC> dh;  // one vector's 16-bit elements
+    const hn::Twice<decltype(dh)> dw;        // the pair's
+    // v rounded to T: its bits, and its value widened back.
+    auto bits = [&](hn::Vec<DC> v) HWY_ATTR {
+      if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+        return hn::DemoteTo(dh, hn::BitCast(di32, Bf16BitsFromF32(dc, v)));
+      } else {
+        static_assert(std::is_same_v<T, hwy::float16_t>);
 #if NORMKIT_HW_F16
-      const auto h = hn::DemoteTo(hn::Rebind<hwy::float16_t, DC>(), v);
-      hn::Stream(hn::BitCast(du16, h), du16, reinterpret_cast<std::uint16_t*>(p));
-      return hn::PromoteTo(dc, h);
+        return hn::BitCast(dh, hn::DemoteTo(hn::Rebind<hwy::float16_t, DC>(), v));
 #else
-      const auto bits = F16BitsFromF32(dc, v);
-      hn::Stream(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16, reinterpret_cast<std::uint16_t*>(p));
-      return F32FromF16Bits(dc, bits);
+        return hn::DemoteTo(dh, hn::BitCast(di32, F16BitsFromF32(dc, v)));
 #endif
-    }
+      }
+    };
+    auto value = [&](hn::Vec<decltype(dh)> b) HWY_ATTR {
+      if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+        return hn::BitCast(dc, hn::ShiftLeft<16>(hn::PromoteTo(du32, b)));
+      } else {
+#if NORMKIT_HW_F16
+        return hn::PromoteTo(dc, hn::BitCast(hn::Rebind<hwy::float16_t, DC>(), b));
+#else
+        return F32FromF16Bits(dc, hn::PromoteTo(du32, b));
+#endif
+      }
+    };
+    const auto blo = bits(lo), bhi = bits(hi);
+    hn::Stream(hn::Combine(dw, bhi, blo), dw, reinterpret_cast<std::uint16_t*>(p));
+    lo = value(blo);
+    hi = value(bhi);
+#endif
   }
 }
 

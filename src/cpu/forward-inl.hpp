@@ -649,8 +649,8 @@ void PlainRowsPipelined(const ForwardArgs& a, std::int64_t begin, std::int64_t e
 // (docs/kernels.md, "Interleaved rows"). The sums of row r + 1 associate as
 // StatsOfRow's (SumUnits over a chunk's blocks, SumTail at its end) and the
 // output pass is elementwise, so each row's bits are the in-order loop's,
-// bar the sign of a NaN row's NaNs: which NaN operand an FMA passes on
-// follows the compiler's operand order (docs/kernels.md, rule 7).
+// bar the sign or payload of a NaN row's NaNs: which NaN operand an FMA
+// passes on follows the compiler's operand order (docs/kernels.md, rule 7).
 // RMSNorm's output pass does less per element, so its blocks are shorter:
 // measured, as is the choice of f32 rows wider than kNearAheadBytes.
 template <NormKind K>
@@ -747,7 +747,7 @@ void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, 
       // StreamPair needs (every pair of the row is then aligned): the output
       // pass forms h again from the cached x and residual, or reads an f16 h
       // kept widened (kKeepsH), instead of reading it back from memory.
-      if (stream.h && StreamHead(h, (kEvenOdd<TR> ? 2 : 1) * hn::Lanes(dc), D) == 0) {
+      if (stream.h && StreamHead(h, StreamAlignment<kEvenOdd<TR>, TR>(dc), D) == 0) {
         // The kept row holds whole pairs: a tail pair is stored whole.
         if (kKeepsH<TR, true> && !kept)
           kept = static_cast<C*>(scratch_buffer((D + 2 * hn::Lanes(dc)) * sizeof(C), Scratch::kept_h));

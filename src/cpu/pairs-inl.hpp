@@ -98,14 +98,20 @@ HWY_INLINE Pair<DC> StorePair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
   }
 }
 
-// StorePair with non-temporal stores: p must be aligned to 2·Lanes(dc)
-// elements of T in the even/odd layout, to Lanes(dc) in the consecutive one.
-// Returns the pair as stored.
+// Elements of T that StreamPair's p must be aligned to: the widest vector
+// it stores, the whole pair where T is 16-bit (see StreamTwoAs).
+template <bool kEO, class T, class DC>
+HWY_INLINE std::size_t StreamAlignment(DC dc) {
+  return (kEO || sizeof(T) < sizeof(hn::TFromD<DC>) ? 2 : 1) * hn::Lanes(dc);
+}
+
+// StorePair with non-temporal stores: p must be aligned to
+// StreamAlignment<kEO, T>(dc) elements. Returns the pair as stored.
 template <bool kEO, bool kNaNFree = false, class DC, class T>
 HWY_INLINE Pair<DC> StreamPair(DC dc, Pair<DC> v, T* HWY_RESTRICT p) {
   if constexpr (!kEO) {
-    const std::size_t N = hn::Lanes(dc);
-    return {StreamAs(dc, v.a, p), StreamAs(dc, v.b, p + N)};
+    StreamTwoAs(dc, v.a, v.b, p);
+    return v;
   } else {
     static_assert(std::is_same_v<T, hwy::bfloat16_t>, "the even/odd layout stores bf16 only");
     const auto packed = PackBf16Pair<kNaNFree>(dc, v.a, v.b);
