@@ -104,12 +104,6 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16RoundedBits(DF df, hn::Vec<DF> 
   return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
 }
 
-// f32 -> bf16 bits (low half of u32 lanes), rounded as Bf16RoundedBits.
-template <class DF>
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16BitsFromF32(DF df, hn::Vec<DF> v) {
-  return hn::ShiftRight<16>(Bf16RoundedBits(df, v));
-}
-
 // Two f32 vectors rounded to bf16 and packed into one vector of u32 lanes:
 // the even-indexed bf16 from `even` in the bottom half of each lane, the
 // odd-indexed from `odd` in the top half (little-endian memory order).
@@ -198,41 +192,55 @@ HWY_INLINE hn::Vec<DC> LoadAs(DC dc, const T* HWY_RESTRICT p) {
   }
 }
 
+// 16-bit values held in u32 lanes, narrowed to u16 lanes: they are < 2^16,
+// so the saturating i32 -> u16 narrowing is exact.
+template <class D16>
+HWY_INLINE hn::Vec<D16> Narrow16(D16 d16, hn::Vec<hn::Rebind<std::uint32_t, D16>> bits) {
+  return hn::DemoteTo(d16, hn::BitCast(hn::Rebind<std::int32_t, D16>(), bits));
+}
+
+// v rounded to nearest even as the 16-bit storage type T: its bits, one per
+// u16 lane, ready to store, and the value they hold widened back. Each target
+// computes both from the same rounding, so a caller that needs the rounded
+// value (the fused h) does not reload it; a caller that needs only one of
+// the two gets the other removed as dead code.
+template <class DC>
+struct Rounded16 {
+  hn::Vec<hn::Rebind<std::uint16_t, DC>> bits;
+  hn::Vec<DC> value;
+};
+
+template <class T, class DC>
+HWY_INLINE Rounded16<DC> RoundTo16(DC dc, hn::Vec<DC> v) {
+  static_assert(std::is_same_v<hn::TFromD<DC>, float>);
+  const hn::Rebind<std::uint16_t, DC> du16;
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    const auto r = Bf16RoundedBits(dc, v);
+    return {Narrow16(du16, hn::ShiftRight<16>(r)),
+            hn::BitCast(dc, hn::And(r, hn::Set(hn::RebindToUnsigned<DC>(), 0xffff0000u)))};
+  } else {
+    static_assert(std::is_same_v<T, hwy::float16_t>);
+#if NORMKIT_HW_F16
+    const auto h = hn::DemoteTo(hn::Rebind<hwy::float16_t, DC>(), v);
+    return {hn::BitCast(du16, h), hn::PromoteTo(dc, h)};
+#else
+    const auto bits = F16BitsFromF32(dc, v);
+    return {Narrow16(du16, bits), F32FromF16Bits(dc, bits)};
+#endif
+  }
+}
+
 // Stores v to Lanes(dc) elements of storage type T at p, rounding to nearest
-// even, and returns the value as stored (widened back), so a caller that
-// needs the rounded result (the fused h) does not reload it.
+// even, and returns the value as stored (widened back).
 template <class DC, class T>
 HWY_INLINE hn::Vec<DC> StoreAs(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p) {
-  using C = hn::TFromD<DC>;
-  if constexpr (std::is_same_v<T, C>) {
+  if constexpr (std::is_same_v<T, hn::TFromD<DC>>) {
     hn::StoreU(v, dc, p);
     return v;
   } else {
-    static_assert(std::is_same_v<C, float>);
-    const hn::Rebind<std::uint16_t, DC> du16;
-    const hn::RebindToUnsigned<DC> du32;
-    const hn::RebindToSigned<DC> di32;
-    hn::Vec<decltype(du32)> bits;
-    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
-      bits = Bf16BitsFromF32(dc, v);
-    } else {
-      static_assert(std::is_same_v<T, hwy::float16_t>);
-#if NORMKIT_HW_F16
-      const hn::Rebind<hwy::float16_t, DC> df16;
-      const auto h = hn::DemoteTo(df16, v);
-      hn::StoreU(h, df16, p);
-      return hn::PromoteTo(dc, h);
-#else
-      bits = F16BitsFromF32(dc, v);
-#endif
-    }
-    // bits < 2^16, so the saturating i32 -> u16 narrowing is exact.
-    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16, reinterpret_cast<std::uint16_t*>(p));
-    if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
-      return hn::BitCast(dc, hn::ShiftLeft<16>(bits));
-    } else {
-      return F32FromF16Bits(dc, bits);
-    }
+    const Rounded16<DC> r = RoundTo16<T>(dc, v);
+    hn::StoreU(r.bits, hn::Rebind<std::uint16_t, DC>(), reinterpret_cast<std::uint16_t*>(p));
+    return r.value;
   }
 }
 
@@ -240,7 +248,7 @@ HWY_INLINE hn::Vec<DC> StoreAs(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p) {
 // elements at p and hi to the Lanes(dc) after them; both are returned as
 // stored. Used only for large outputs that will not be read back. p must be
 // aligned to the vectors stored: Lanes(dc) elements where T is the compute
-// type, 2·Lanes(dc) for a 16-bit T, whose two rounded halves are joined and
+// type, 2·Lanes(dc) for f16, whose two rounded halves are joined and
 // written by one store. Two half-vector stores leave a line's
 // write-combining buffer half full between them, and with several input
 // streams in flight the buffer was at times flushed half written, which
@@ -248,49 +256,21 @@ HWY_INLINE hn::Vec<DC> StoreAs(DC dc, hn::Vec<DC> v, T* HWY_RESTRICT p) {
 // lines for non-temporal stores").
 template <class DC, class T>
 HWY_INLINE void StreamTwoAs(DC dc, hn::Vec<DC>& lo, hn::Vec<DC>& hi, T* HWY_RESTRICT p) {
-  using C = hn::TFromD<DC>;
-  if constexpr (std::is_same_v<T, C>) {
+  if constexpr (std::is_same_v<T, hn::TFromD<DC>>) {
     hn::Stream(lo, dc, p);
     hn::Stream(hi, dc, p + hn::Lanes(dc));
-  } else if constexpr (HWY_TARGET == HWY_SCALAR) {
+  } else {
+    static_assert(std::is_same_v<T, hwy::float16_t>, "bf16 is streamed in the even/odd layout (StreamPair)");
+#if HWY_TARGET == HWY_SCALAR
     // One element per vector: the pair is 4 bytes, nothing to stream.
     lo = StoreAs(dc, lo, p);
     hi = StoreAs(dc, hi, p + hn::Lanes(dc));
-  } else {
-#if HWY_TARGET != HWY_SCALAR  // no Combine there; the joined pair fills at least a 128-bit register
-    static_assert(std::is_same_v<C, float>);
-    const hn::RebindToUnsigned<DC> du32;
-    const hn::RebindToSigned<DC> di32;
-    const hn::Rebind<std::uint16_t, DC> dh;  // one vector's 16-bit elements
-    const hn::Twice<decltype(dh)> dw;        // the pair's
-    // v rounded to T: its bits, and its value widened back.
-    auto bits = [&](hn::Vec<DC> v) HWY_ATTR {
-      if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
-        return hn::DemoteTo(dh, hn::BitCast(di32, Bf16BitsFromF32(dc, v)));
-      } else {
-        static_assert(std::is_same_v<T, hwy::float16_t>);
-#if NORMKIT_HW_F16
-        return hn::BitCast(dh, hn::DemoteTo(hn::Rebind<hwy::float16_t, DC>(), v));
 #else
-        return hn::DemoteTo(dh, hn::BitCast(di32, F16BitsFromF32(dc, v)));
-#endif
-      }
-    };
-    auto value = [&](hn::Vec<decltype(dh)> b) HWY_ATTR {
-      if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
-        return hn::BitCast(dc, hn::ShiftLeft<16>(hn::PromoteTo(du32, b)));
-      } else {
-#if NORMKIT_HW_F16
-        return hn::PromoteTo(dc, hn::BitCast(hn::Rebind<hwy::float16_t, DC>(), b));
-#else
-        return F32FromF16Bits(dc, hn::PromoteTo(du32, b));
-#endif
-      }
-    };
-    const auto blo = bits(lo), bhi = bits(hi);
-    hn::Stream(hn::Combine(dw, bhi, blo), dw, reinterpret_cast<std::uint16_t*>(p));
-    lo = value(blo);
-    hi = value(bhi);
+    const Rounded16<DC> rlo = RoundTo16<T>(dc, lo), rhi = RoundTo16<T>(dc, hi);
+    const hn::Twice<hn::Rebind<std::uint16_t, DC>> dw;  // the joined pair's u16 lanes
+    hn::Stream(hn::Combine(dw, rhi.bits, rlo.bits), dw, reinterpret_cast<std::uint16_t*>(p));
+    lo = rlo.value;
+    hi = rhi.value;
 #endif
   }
 }
@@ -299,19 +279,10 @@ HWY_INLINE void StreamTwoAs(DC dc, hn::Vec<DC>& lo, hn::Vec<DC>& hi, T* HWY_REST
 // store, without storing it.
 template <class T, class DC>
 HWY_INLINE hn::Vec<DC> RoundAs(DC dc, hn::Vec<DC> v) {
-  using C = hn::TFromD<DC>;
-  if constexpr (std::is_same_v<T, C>) {
+  if constexpr (std::is_same_v<T, hn::TFromD<DC>>) {
     return v;
-  } else if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
-    const hn::RebindToUnsigned<DC> du;
-    return hn::BitCast(dc, hn::And(Bf16RoundedBits(dc, v), hn::Set(du, 0xffff0000u)));
   } else {
-    static_assert(std::is_same_v<T, hwy::float16_t> && std::is_same_v<C, float>);
-#if NORMKIT_HW_F16
-    return hn::PromoteTo(dc, hn::DemoteTo(hn::Rebind<hwy::float16_t, DC>(), v));
-#else
-    return F32FromF16Bits(dc, F16BitsFromF32(dc, v));
-#endif
+    return RoundTo16<T>(dc, v).value;
   }
 }
 
