@@ -199,17 +199,18 @@ HWY_INLINE hn::Vec<D16> Narrow16(D16 d16, hn::Vec<hn::Rebind<std::uint32_t, D16>
   return hn::DemoteTo(d16, hn::BitCast(hn::Rebind<std::int32_t, D16>(), bits));
 }
 
-// v rounded to nearest even as the 16-bit storage type T: its bits, one per
-// u16 lane, ready to store, and the value they hold widened back. Each target
-// computes both from the same rounding, so a caller that needs the rounded
-// value (the fused h) does not reload it; a caller that needs only one of
-// the two gets the other removed as dead code.
+// A value rounded to a 16-bit dtype: the bits to store, one per u16 lane,
+// and the value they hold, widened back (RoundTo16).
 template <class DC>
 struct Rounded16 {
   hn::Vec<hn::Rebind<std::uint16_t, DC>> bits;
   hn::Vec<DC> value;
 };
 
+// v rounded to nearest even as the 16-bit storage type T. Each target
+// computes the bits and the value from the same rounding, so a caller that
+// needs the rounded value (the fused h) does not reload it; a caller that
+// needs only one of the two gets the other removed as dead code.
 template <class T, class DC>
 HWY_INLINE Rounded16<DC> RoundTo16(DC dc, hn::Vec<DC> v) {
   static_assert(std::is_same_v<hn::TFromD<DC>, float>);
@@ -261,8 +262,9 @@ HWY_INLINE void StreamTwoAs(DC dc, hn::Vec<DC>& lo, hn::Vec<DC>& hi, T* HWY_REST
     hn::Stream(hi, dc, p + hn::Lanes(dc));
   } else {
     static_assert(std::is_same_v<T, hwy::float16_t>, "bf16 is streamed in the even/odd layout (StreamPair)");
+    // The joined pair fills at least a 128-bit register, which every target
+    // but the scalar one (one element per vector: a 4-byte pair) can stream.
 #if HWY_TARGET == HWY_SCALAR
-    // One element per vector: the pair is 4 bytes, nothing to stream.
     lo = StoreAs(dc, lo, p);
     hi = StoreAs(dc, hi, p + hn::Lanes(dc));
 #else

@@ -708,6 +708,64 @@ void PlainRowsInterleaved(const ForwardArgs& a, std::int64_t begin, std::int64_t
   }
 }
 
+// Plain 16-bit LayerNorm rows two at a time: the statistics passes of both
+// rows, then their output passes in column blocks of kPairedBlock elements,
+// a block of each row in turn, so that each block of the weight and bias,
+// beyond L1 at these widths, is read from L2 once per two rows instead of
+// once per row. Each row's arithmetic is the in-order loop's (the output
+// pass is elementwise; each block peels its own head for the streamed
+// stores), so are its bits. Taken where it paid: LayerNorm, whose output
+// pass reads two parameter arrays, at D > 8192; RMSNorm's one array gained
+// nothing and at D = 8192, where in order a row and its parameters stay in
+// L1d, both lost; rows fetched from within (NextRows) were not measured
+// (docs/kernels.md, "Two rows at a time").
+inline constexpr std::size_t kPairedBlock = 1024;
+template <NormKind K, class TX>
+inline constexpr bool kMayPairRows = K == NormKind::layer_norm && sizeof(TX) == 2;
+template <class TX>
+bool PairsRows(std::int64_t rows, std::size_t D) {
+  return rows > 1 && D > 8192 && D * sizeof(TX) <= g_next_row_max_bytes;
+}
+template <NormKind K, class C, class TX, class TP>
+void PlainRowsPaired(const ForwardArgs& a, std::int64_t begin, std::int64_t end, const TP* w, const TP* b,
+                     double offset, OutputOpts& opts) {
+  static_assert(kMayPairRows<K, TX>, "16-bit LayerNorm rows only (b + at is a bias block)");
+  const hn::ScalableTag<C> dc;
+  static_assert(kPairedBlock % (2 * hn::MaxLanes(hn::ScalableTag<C>())) == 0, "blocks hold whole pairs");
+  const std::size_t D = static_cast<std::size_t>(a.D);
+  C* mean = static_cast<C*>(a.mean);
+  C* rstd = static_cast<C*>(a.rstd);
+  std::int64_t row = begin;
+  for (; row + 1 < end; row += 2) {
+    const TX* x0 = RowPtr<TX>(a.x, a.x_stride, row);
+    const TX* x1 = RowPtr<TX>(a.x, a.x_stride, row + 1);
+    // The pair's passes fetch the next pair: row + 2 during the statistics
+    // passes, row + 3 during the output passes.
+    opts.next.aim<sizeof(TX), 0>(x1, a.x_stride, nullptr, 0, end - row - 2, D);
+    const RowStats s0 = StatsOfRow<K, false>(dc, x0, D, C{1}, opts.next);
+    const RowStats s1 = StatsOfRow<K, false>(dc, x1, D, C{1}, opts.next);
+    const XhatForm f0 = PrepareRow<K>(dc, x0, s0, D, a.eps, mean ? mean + row : nullptr, rstd ? rstd + row : nullptr);
+    const XhatForm f1 =
+        PrepareRow<K>(dc, x1, s1, D, a.eps, mean ? mean + row + 1 : nullptr, rstd ? rstd + row + 1 : nullptr);
+    const bool after_next = row + 3 < end;
+    opts.next.aim<sizeof(TX), 0>(after_next ? RowPtr<TX>(a.x, a.x_stride, row + 2) : x1, a.x_stride, nullptr, 0,
+                                 after_next ? end - row - 3 : 0, D);
+    TX* y0 = RowPtr<TX>(a.y, a.y_stride, row);
+    TX* y1 = RowPtr<TX>(a.y, a.y_stride, row + 1);
+    for (std::size_t at = 0; at < D; at += kPairedBlock) {
+      const std::size_t n = std::min(kPairedBlock, D - at);
+      WriteRow<K>(dc, x0 + at, y0 + at, w + at, b + at, n, f0, offset, opts);
+      WriteRow<K>(dc, x1 + at, y1 + at, w + at, b + at, n, f1, offset, opts);
+    }
+  }
+  if (row < end) {  // an odd row out, in order
+    const TX* x = RowPtr<TX>(a.x, a.x_stride, row);
+    opts.next.aim<sizeof(TX), 0>(x, a.x_stride, nullptr, 0, 0, D);
+    NormalizeRow<K>(dc, x, x, StatsOfRow<K, false>(dc, x, D, C{1}, opts.next), RowPtr<TX>(a.y, a.y_stride, row), w, b,
+                    D, a.eps, offset, mean ? mean + row : nullptr, rstd ? rstd + row : nullptr, opts);
+  }
+}
+
 // Rows [begin, end) with storage types TX (x, y), TR (residual, h), TP
 // (weight, bias as read: the stored dtype, or Arranged) and compute type C.
 // params_finite: every w + offset and b is finite (OutputOpts).
@@ -725,6 +783,13 @@ void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, 
     if (!a.residual && InterleavesRows<K, C>(stream, end - begin, D)) {
       PlainRowsInterleaved<K, C, TX>(a, begin, end, w, b, offset, opts);
       hwy::FlushStream();  // order the non-temporal stores before the join
+      return;
+    }
+  }
+  if constexpr (kMayPairRows<K, TX>) {
+    if (!a.residual && PairsRows<TX>(end - begin, D)) {
+      PlainRowsPaired<K, C, TX>(a, begin, end, w, b, offset, opts);
+      if (stream.y) hwy::FlushStream();  // order the non-temporal stores before the join
       return;
     }
   }

@@ -903,75 +903,93 @@ TEST_P(Kernels, EachRowAsIfAlone) {
   }
 }
 
-// Plain f32 rows whose y streams take the next row's statistics in blocks
-// between blocks of this row's output pass (PlainRowsInterleaved): every
-// output must be the bits of the in-order loop. Widths: just past the rows
-// left in order, a statistics chunk, several chunks with a partial last one
-// (blocks of both kinds end inside it), and a row fetched from within; y
-// starts off StreamPair's alignment (each block peels its own head). Among
-// the rows: a large mean (the centred pass), an overflow and a subnormal row
-// (the rescue), and a NaN.
-TEST_P(Kernels, InterleavedRowsMatchRowsInOrder) {
+// Plain rows that a call takes several at a time must come out as the bits
+// of each row taken alone (a one-row range takes neither loop): f32 rows
+// whose y streams take the next row's statistics in blocks between blocks of
+// this row's output pass (PlainRowsInterleaved), and wide 16-bit LayerNorm
+// rows go two at a time in column blocks (PlainRowsPaired), streamed or not.
+// Widths: just past the f32 rows left in order, a statistics chunk, several
+// chunks, just past the 16-bit rows left in order (blocks with a partial
+// last one), and a row fetched from within (taken in order by both). x's rows are strided (the fetches ahead follow the
+// stride); y's rows start off StreamPair's alignment, each at another
+// offset (each block peels its own head). Seven rows: three pairs and one
+// left over. Among them a large mean (the centred pass), a huge and a tiny
+// row (the rescue, where the dtype reaches it), and a NaN.
+TEST_P(Kernels, RowsTakenTogetherMatchRowsAlone) {
   std::mt19937_64 rng(15);
-  std::normal_distribution<double> normal;
   // Bit for bit, but a NaN only as a NaN: which NaN operand an FMA passes on
   // depends on the operand order the compiler picks, not on the kernel.
-  const auto same = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-      ASSERT_EQ(std::bit_cast<std::uint32_t>(a[i]), std::bit_cast<std::uint32_t>(b[i]))
-          << what << "[" << i << "]: " << a[i] << " against " << b[i];
+  const auto same = [](const Array& a, const Array& b, const char* what) {
+    for (std::int64_t r = 0; r < a.rows(); ++r) {
+      for (std::int64_t j = 0; j < a.stride(); ++j) {  // the padding too: nothing written outside a row
+        const double u = a.get(r, j), v = b.get(r, j);
+        if (std::isnan(u) && std::isnan(v)) continue;
+        ASSERT_EQ(std::bit_cast<std::uint64_t>(u), std::bit_cast<std::uint64_t>(v))
+            << what << "(" << r << ", " << j << "): " << u << " against " << v;
+      }
     }
   };
-  for (NormKind kind : {NormKind::layer_norm, NormKind::rms_norm}) {
-    for (std::int64_t D : {std::int64_t{1025}, std::int64_t{2048}, std::int64_t{6250}, std::int64_t{70001}}) {
-      SCOPED_TRACE(std::string(norm_title(kind)) + " D=" + std::to_string(D));
-      const std::int64_t rows = 7;
-      const std::size_t n = static_cast<std::size_t>(rows * D);
-      std::vector<float> x(n), w(static_cast<std::size_t>(D)), b(w.size());
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t row = i / static_cast<std::size_t>(D);
-        const double v = normal(rng);
-        x[i] = static_cast<float>(row == 1 ? 1e4 + v : row == 3 ? 1e20 * v : row == 4 ? 1e-41 * v : v);
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    // f16 has neither the range to overflow f32's squares nor values small
+    // enough to underflow them.
+    const double huge = dt == DType::f16 ? 1e4 : 1e20, tiny = dt == DType::f16 ? 1e-6 : 1e-41;
+    for (NormKind kind : {NormKind::layer_norm, NormKind::rms_norm}) {
+      for (std::int64_t D : {std::int64_t{1025}, std::int64_t{2048}, std::int64_t{6250}, std::int64_t{9000},
+                             std::int64_t{70001}}) {
+        const std::int64_t rows = 7;
+        Array x(dt, rows, D, D + 3);
+        fill_normal(x, rng, 0.0, 1.0);
+        for (std::int64_t j = 0; j < D; ++j) {
+          x.set(1, j, 1e4 + x.get(1, j));
+          x.set(3, j, huge * x.get(3, j));
+          x.set(4, j, tiny * x.get(4, j));
+        }
+        x.set(5, 17, std::numeric_limits<double>::quiet_NaN());
+        Array w(dt, 1, D), b(dt, 1, D);
+        fill_normal(w, rng, 1.0, 0.1);
+        fill_normal(b, rng, 0.0, 0.1);
+        for (bool stream : {true, false}) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + " " + std::string(norm_title(kind)) + " D=" + std::to_string(D) +
+                       (stream ? " streamed" : ""));
+          struct Out {
+            Array y, mean, rstd;
+          };
+          const auto run = [&](bool together) {
+            Out o{Array(dt, rows, D, D + 1), Array(DType::f32, 1, rows), Array(DType::f32, 1, rows)};
+            ForwardArgs f;
+            f.kind = kind;
+            f.rows = rows;
+            f.D = D;
+            f.x = x.data();
+            f.x_stride = x.stride();
+            f.y = static_cast<unsigned char*>(o.y.data()) + dtype_size(dt);  // off alignment
+            f.y_stride = o.y.stride();
+            f.weight = w.data();
+            f.bias = kind == NormKind::layer_norm ? b.data() : nullptr;
+            f.weight_offset = kind == NormKind::rms_norm ? 0.5 : 0.0;
+            f.eps = 1e-5;
+            f.mean = kind == NormKind::layer_norm ? o.mean.data() : nullptr;
+            f.rstd = o.rstd.data();
+            f.x_dtype = f.w_dtype = dt;
+            const detail::ForwardStreams streams{stream, false};
+            for (std::int64_t r = 0; r < rows; r += together ? rows : 1) {
+              const std::int64_t e = together ? rows : r + 1;
+              if (kind == NormKind::layer_norm) detail::forward_rows<NormKind::layer_norm>(f, r, e, streams);
+              else detail::forward_rows<NormKind::rms_norm>(f, r, e, streams);
+            }
+            return o;
+          };
+          const Out together = run(true), alone = run(false);
+          same(together.y, alone.y, "y");
+          same(together.rstd, alone.rstd, "rstd");
+          same(together.mean, alone.mean, "mean");
+          if (HasFatalFailure()) return;
+          // The NaN row is NaN throughout (read one element on: y starts
+          // there), and the rows around it are not.
+          for (std::int64_t j = 0; j < D; ++j) ASSERT_TRUE(std::isnan(together.y.get(5, j + 1))) << j;
+          ASSERT_TRUE(std::isfinite(together.y.get(3, 2)) && std::isfinite(together.y.get(4, 2)));
+        }
       }
-      x[5 * static_cast<std::size_t>(D) + 17] = std::numeric_limits<float>::quiet_NaN();
-      for (std::size_t j = 0; j < w.size(); ++j) {
-        w[j] = static_cast<float>(1 + 0.1 * normal(rng));
-        b[j] = static_cast<float>(0.1 * normal(rng));
-      }
-      std::vector<float> y(n + 1), y2(n + 1), mean(rows), mean2(rows), rstd(rows), rstd2(rows);
-      ForwardArgs f;
-      f.kind = kind;
-      f.rows = rows;
-      f.D = D;
-      f.x = x.data();
-      f.x_stride = f.y_stride = D;
-      f.y = y.data() + 1;
-      f.weight = w.data();
-      f.bias = kind == NormKind::layer_norm ? b.data() : nullptr;
-      f.weight_offset = kind == NormKind::rms_norm ? 0.5 : 0.0;
-      f.eps = 1e-5;
-      f.mean = kind == NormKind::layer_norm ? mean.data() : nullptr;
-      f.rstd = rstd.data();
-      f.x_dtype = f.w_dtype = DType::f32;
-      ForwardArgs g = f;
-      g.y = y2.data() + 1;
-      g.mean = kind == NormKind::layer_norm ? mean2.data() : nullptr;
-      g.rstd = rstd2.data();
-      const auto run = [&](const ForwardArgs& a, bool stream) {
-        if (kind == NormKind::layer_norm)
-          detail::forward_rows<NormKind::layer_norm>(a, 0, rows, detail::ForwardStreams{stream, false});
-        else
-          detail::forward_rows<NormKind::rms_norm>(a, 0, rows, detail::ForwardStreams{stream, false});
-      };
-      run(f, true);
-      run(g, false);
-      same(y, y2, "y");
-      same(rstd, rstd2, "rstd");
-      same(mean, mean2, "mean");
-      if (HasFatalFailure()) return;
-      for (std::int64_t j = 0; j < D; ++j) ASSERT_TRUE(std::isnan(y[5 * static_cast<std::size_t>(D) + 1 + j]));
-      ASSERT_TRUE(std::isfinite(y[3 * static_cast<std::size_t>(D) + 1]) && std::isfinite(y[4 * static_cast<std::size_t>(D) + 1]));
     }
   }
 }
