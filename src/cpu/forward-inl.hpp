@@ -715,16 +715,20 @@ void PlainRowsInterleaved(const ForwardArgs& a, std::int64_t begin, std::int64_t
 // once per row. Each row's arithmetic is the in-order loop's (the output
 // pass is elementwise; each block peels its own head for the streamed
 // stores), so are its bits. Taken where it paid: LayerNorm, whose output
-// pass reads two parameter arrays, at D > 8192; RMSNorm's one array gained
-// nothing and at D = 8192, where in order a row and its parameters stay in
-// L1d, both lost; rows fetched from within (NextRows) were not measured
-// (docs/kernels.md, "Two rows at a time").
+// pass reads two parameter arrays, at 8192 < D <= 32768. RMSNorm's one array
+// and D = 65536 gained nothing; at D = 8192, where in order a row and its
+// parameters stay in L1d, both norms lost (docs/kernels.md, "Two rows at a
+// time").
 inline constexpr std::size_t kPairedBlock = 1024;
 template <NormKind K, class TX>
 inline constexpr bool kMayPairRows = K == NormKind::layer_norm && sizeof(TX) == 2;
-template <class TX>
-bool PairsRows(std::int64_t rows, std::size_t D) {
-  return rows > 1 && D > 8192 && D * sizeof(TX) <= g_next_row_max_bytes;
+inline bool PairsRows(std::int64_t rows, std::size_t D) { return rows > 1 && D > 8192 && D <= 32768; }
+// WriteRow as a call: PlainRowsPaired's three uses share one copy of its
+// forms instead of inlining each.
+template <NormKind K, class DC, class TX, class TP>
+HWY_NOINLINE void WriteRowCall(DC dc, const TX* x, TX* y, const TP* w, const TP* b, std::size_t n, const XhatForm& f,
+                               double offset, OutputOpts& opts) {
+  WriteRow<K>(dc, x, y, w, b, n, f, offset, opts);
 }
 template <NormKind K, class C, class TX, class TP>
 void PlainRowsPaired(const ForwardArgs& a, std::int64_t begin, std::int64_t end, const TP* w, const TP* b,
@@ -735,6 +739,10 @@ void PlainRowsPaired(const ForwardArgs& a, std::int64_t begin, std::int64_t end,
   const std::size_t D = static_cast<std::size_t>(a.D);
   C* mean = static_cast<C*>(a.mean);
   C* rstd = static_cast<C*>(a.rstd);
+  const auto prepare = [&](const TX* x, std::int64_t row) HWY_ATTR {
+    const RowStats st = StatsOfRow<K, false>(dc, x, D, C{1}, opts.next);
+    return PrepareRow<K>(dc, x, st, D, a.eps, mean ? mean + row : nullptr, rstd ? rstd + row : nullptr);
+  };
   std::int64_t row = begin;
   for (; row + 1 < end; row += 2) {
     const TX* x0 = RowPtr<TX>(a.x, a.x_stride, row);
@@ -742,11 +750,8 @@ void PlainRowsPaired(const ForwardArgs& a, std::int64_t begin, std::int64_t end,
     // The pair's passes fetch the next pair: row + 2 during the statistics
     // passes, row + 3 during the output passes.
     opts.next.aim<sizeof(TX), 0>(x1, a.x_stride, nullptr, 0, end - row - 2, D);
-    const RowStats s0 = StatsOfRow<K, false>(dc, x0, D, C{1}, opts.next);
-    const RowStats s1 = StatsOfRow<K, false>(dc, x1, D, C{1}, opts.next);
-    const XhatForm f0 = PrepareRow<K>(dc, x0, s0, D, a.eps, mean ? mean + row : nullptr, rstd ? rstd + row : nullptr);
-    const XhatForm f1 =
-        PrepareRow<K>(dc, x1, s1, D, a.eps, mean ? mean + row + 1 : nullptr, rstd ? rstd + row + 1 : nullptr);
+    const XhatForm f0 = prepare(x0, row);
+    const XhatForm f1 = prepare(x1, row + 1);
     const bool after_next = row + 3 < end;
     opts.next.aim<sizeof(TX), 0>(after_next ? RowPtr<TX>(a.x, a.x_stride, row + 2) : x1, a.x_stride, nullptr, 0,
                                  after_next ? end - row - 3 : 0, D);
@@ -754,15 +759,15 @@ void PlainRowsPaired(const ForwardArgs& a, std::int64_t begin, std::int64_t end,
     TX* y1 = RowPtr<TX>(a.y, a.y_stride, row + 1);
     for (std::size_t at = 0; at < D; at += kPairedBlock) {
       const std::size_t n = std::min(kPairedBlock, D - at);
-      WriteRow<K>(dc, x0 + at, y0 + at, w + at, b + at, n, f0, offset, opts);
-      WriteRow<K>(dc, x1 + at, y1 + at, w + at, b + at, n, f1, offset, opts);
+      WriteRowCall<K>(dc, x0 + at, y0 + at, w + at, b + at, n, f0, offset, opts);
+      WriteRowCall<K>(dc, x1 + at, y1 + at, w + at, b + at, n, f1, offset, opts);
     }
   }
   if (row < end) {  // an odd row out, in order
     const TX* x = RowPtr<TX>(a.x, a.x_stride, row);
     opts.next.aim<sizeof(TX), 0>(x, a.x_stride, nullptr, 0, 0, D);
-    NormalizeRow<K>(dc, x, x, StatsOfRow<K, false>(dc, x, D, C{1}, opts.next), RowPtr<TX>(a.y, a.y_stride, row), w, b,
-                    D, a.eps, offset, mean ? mean + row : nullptr, rstd ? rstd + row : nullptr, opts);
+    const XhatForm f = prepare(x, row);
+    WriteRowCall<K>(dc, x, RowPtr<TX>(a.y, a.y_stride, row), w, b, D, f, offset, opts);
   }
 }
 
@@ -787,7 +792,7 @@ void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, 
     }
   }
   if constexpr (kMayPairRows<K, TX>) {
-    if (!a.residual && PairsRows<TX>(end - begin, D)) {
+    if (!a.residual && PairsRows(end - begin, D)) {
       PlainRowsPaired<K, C, TX>(a, begin, end, w, b, offset, opts);
       if (stream.y) hwy::FlushStream();  // order the non-temporal stores before the join
       return;
