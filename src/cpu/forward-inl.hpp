@@ -710,15 +710,14 @@ void PlainRowsInterleaved(const ForwardArgs& a, std::int64_t begin, std::int64_t
 
 // Plain 16-bit LayerNorm rows two at a time: the statistics passes of both
 // rows, then their output passes in column blocks of kPairedBlock elements,
-// a block of each row in turn, so that each block of the weight and bias,
-// beyond L1 at these widths, is read from L2 once per two rows instead of
-// once per row. Each row's arithmetic is the in-order loop's (the output
-// pass is elementwise; each block peels its own head for the streamed
-// stores), so are its bits. Taken where it paid: LayerNorm, whose output
-// pass reads two parameter arrays, at 8192 < D <= 32768. RMSNorm's one array
-// and D = 65536 gained nothing; at D = 8192, where in order a row and its
-// parameters stay in L1d, both norms lost (docs/kernels.md, "Two rows at a
-// time").
+// a block of each row in turn, so each block of the weight and bias (beyond
+// L1d at these widths) is read from L2 once per two rows, not once per row.
+// The output pass is elementwise and each block peels its own head for the
+// streamed stores, so each row's bits are the in-order loop's, bar a NaN's
+// sign or payload as in PlainRowsInterleaved. Taken where it paid: LayerNorm
+// at 8192 < D <= 32768. RMSNorm (one parameter array) and D = 65536 gained
+// nothing; at D = 8192, where in order a row and its parameters stay in L1d,
+// RMSNorm lost (docs/kernels.md, "Two rows at a time").
 inline constexpr std::size_t kPairedBlock = 1024;
 template <NormKind K, class TX>
 inline constexpr bool kMayPairRows = K == NormKind::layer_norm && sizeof(TX) == 2;
