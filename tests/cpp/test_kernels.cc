@@ -910,11 +910,12 @@ TEST_P(Kernels, EachRowAsIfAlone) {
 // rows go two at a time in column blocks (PlainRowsPaired), streamed or not.
 // Widths: just past the f32 rows left in order, a statistics chunk, several
 // chunks, just past the 16-bit rows left in order (blocks with a partial
-// last one), and a row fetched from within (taken in order by both). x's rows are strided (the fetches ahead follow the
-// stride); y's rows start off StreamPair's alignment, each at another
-// offset (each block peels its own head). Seven rows: three pairs and one
-// left over. Among them a large mean (the centred pass), a huge and a tiny
-// row (the rescue, where the dtype reaches it), and a NaN.
+// last one), and a row fetched from within (in order for both loops). x's
+// rows are strided (the fetches ahead follow the stride); y's rows start off
+// StreamPair's alignment, each at another offset (each block peels its own
+// head). Seven rows: three pairs and one left over. Among them a large mean
+// (the centred pass), a huge and a tiny row (the rescue, where the dtype
+// reaches it), and a NaN.
 TEST_P(Kernels, RowsTakenTogetherMatchRowsAlone) {
   std::mt19937_64 rng(15);
   // Bit for bit, but a NaN only as a NaN: which NaN operand an FMA passes on
