@@ -24,8 +24,10 @@ namespace normkit::detail::HWY_NAMESPACE {
 
 // A parameter row arranged once per range of rows (ArrangeParams): values in
 // the compute type, already in the pair layout of the loop that reads them,
-// zero-padded to whole pairs. A pair of it is two plain loads in either
-// layout, and its tail is the whole padded pair.
+// zero-padded to whole pairs plus one more zero pair. A pair of it is two
+// plain loads in either layout, and its tail is loaded as a whole pair from
+// where the tail starts: off the pair grid where the output pass peeled a
+// head to stream y aligned (OutputRow), so it may reach into that last pair.
 template <class C>
 struct Arranged {
   C v;
@@ -158,12 +160,19 @@ template <bool kEO, ArrangedFor kPass, class DC, class TW>
 HWY_INLINE ArrangedRows<hn::TFromD<DC>> ArrangeForRows(DC dc, std::int64_t rows, std::size_t D, const TW* w,
                                                        const TW* b, hn::TFromD<DC> off) {
   using C = hn::TFromD<DC>;
-  const std::size_t padded = hwy::RoundUpTo(D, 2 * hn::Lanes(dc));
+  const std::size_t N = hn::Lanes(dc);
+  const std::size_t padded = hwy::RoundUpTo(D, 2 * N);
   if (rows < kArrangeMinRows || padded * sizeof(C) > ArrangeMaxRowBytes<C, TW>(kPass)) return {};
-  void* buffer = scratch_buffer((b ? 2 : 1) * padded * sizeof(C), Scratch::arranged_params);
+  const std::size_t stride = padded + 2 * N;  // the zero pair a peeled tail may reach (Arranged)
+  void* buffer = scratch_buffer((b ? 2 : 1) * stride * sizeof(C), Scratch::arranged_params);
   auto* gw = static_cast<Arranged<C>*>(buffer);
-  Arranged<C>* gb = b ? gw + padded : nullptr;
+  Arranged<C>* gb = b ? gw + stride : nullptr;
   const bool finite = ArrangeParams<kEO>(dc, w, b, D, off, gw, gb);
+  for (Arranged<C>* g : {gw, gb}) {
+    if (!g) continue;
+    hn::StoreU(hn::Zero(dc), dc, &g[padded].v);
+    hn::StoreU(hn::Zero(dc), dc, &g[padded + N].v);
+  }
   return {gw, gb, finite};
 }
 

@@ -66,18 +66,10 @@ const void* constant_row(DType t, std::int64_t D, int value) {
   return p;
 }
 
-// Readable bytes past the end of every scratch buffer: a pair of the widest
-// vectors (two of 512 bits). An Arranged row's tail is loaded as a whole pair
-// from where the tail starts (arrange-inl.hpp, LoadPairTail); where the
-// output pass peels a head to stream y to an aligned address (OutputRow),
-// the tail starts off the pair grid, and that pair reaches up to a pair
-// minus one element past the padded row. Those lanes are never stored.
-constexpr std::size_t kTailSlackBytes = 128;
-
 void* scratch_buffer(std::size_t bytes, Scratch use) {
   thread_local GrowBuffer buffers[static_cast<int>(Scratch::count)];
   bool grew = false;
-  return buffers[static_cast<int>(use)].get(bytes + kTailSlackBytes, grew);
+  return buffers[static_cast<int>(use)].get(bytes, grew);
 }
 
 ParamBlocks param_blocks(std::int64_t rows, std::int64_t D_padded, std::size_t acc_bytes) {
