@@ -714,14 +714,21 @@ void PlainRowsInterleaved(const ForwardArgs& a, std::int64_t begin, std::int64_t
 // L1d at these widths) is read from L2 once per two rows, not once per row.
 // The output pass is elementwise and each block peels its own head for the
 // streamed stores, so each row's bits are the in-order loop's, bar a NaN's
-// sign or payload as in PlainRowsInterleaved. Taken where it paid: LayerNorm
-// at 8192 < D <= 32768. RMSNorm (one parameter array) and D = 65536 gained
-// nothing; at D = 8192, where in order a row and its parameters stay in L1d,
-// RMSNorm lost (docs/kernels.md, "Two rows at a time").
+// sign or payload as in PlainRowsInterleaved. Taken where it paid, by the
+// parameters' bytes per element as read (TP): LayerNorm at 8192 < D <= 32768
+// with 16-bit parameters, at 4096 < D <= 65536 with 4-byte ones (f32, or
+// arranged as f32), which are twice the bytes per row. RMSNorm (one
+// parameter array) gained nothing; with 16-bit parameters, neither did
+// D = 8192, where in order a row and its parameters stay in L1d, nor
+// D = 65536 (docs/kernels.md, "Two rows at a time").
 inline constexpr std::size_t kPairedBlock = 1024;
 template <NormKind K, class TX>
 inline constexpr bool kMayPairRows = K == NormKind::layer_norm && sizeof(TX) == 2;
-inline bool PairsRows(std::int64_t rows, std::size_t D) { return rows > 1 && D > 8192 && D <= 32768; }
+template <class TP>
+bool PairsRows(std::int64_t rows, std::size_t D) {
+  if constexpr (sizeof(TP) == 4) return rows > 1 && D > 4096 && D <= 65536;
+  return rows > 1 && D > 8192 && D <= 32768;
+}
 // WriteRow as a call: PlainRowsPaired's three uses share one copy of its
 // forms instead of inlining each.
 template <NormKind K, class DC, class TX, class TP>
@@ -791,7 +798,7 @@ void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, 
     }
   }
   if constexpr (kMayPairRows<K, TX>) {
-    if (!a.residual && PairsRows(end - begin, D)) {
+    if (!a.residual && PairsRows<TP>(end - begin, D)) {
       PlainRowsPaired<K, C, TX>(a, begin, end, w, b, offset, opts);
       if (stream.y) hwy::FlushStream();  // order the non-temporal stores before the join
       return;

@@ -907,10 +907,12 @@ TEST_P(Kernels, EachRowAsIfAlone) {
 // of each row taken alone (a one-row range takes neither loop): f32 rows
 // whose y streams take the next row's statistics in blocks between blocks of
 // this row's output pass (PlainRowsInterleaved), and wide 16-bit LayerNorm
-// rows go two at a time in column blocks (PlainRowsPaired), streamed or not.
+// rows go two at a time in column blocks (PlainRowsPaired), streamed or not,
+// with their own parameters or f32 ones (paired from a narrower width).
 // Widths: just past the f32 rows left in order, a statistics chunk, several
-// chunks, just past the 16-bit rows left in order (blocks with a partial
-// last one), and a row fetched from within (in order for both loops). x's
+// chunks (paired with f32 parameters), just past the 16-bit rows left in
+// order (blocks with a partial last one), and a row fetched from within (in
+// order for every loop). x's
 // rows are strided (the fetches ahead follow the stride); y's rows start off
 // StreamPair's alignment, each at another offset (each block peels its own
 // head). Seven rows: three pairs and one left over. Among them a large mean
@@ -946,49 +948,53 @@ TEST_P(Kernels, RowsTakenTogetherMatchRowsAlone) {
           x.set(4, j, tiny * x.get(4, j));
         }
         x.set(5, 17, std::numeric_limits<double>::quiet_NaN());
-        Array w(dt, 1, D), b(dt, 1, D);
-        fill_normal(w, rng, 1.0, 0.1);
-        fill_normal(b, rng, 0.0, 0.1);
-        for (bool stream : {true, false}) {
-          SCOPED_TRACE(std::string(dtype_name(dt)) + " " + std::string(norm_title(kind)) + " D=" + std::to_string(D) +
-                       (stream ? " streamed" : ""));
-          struct Out {
-            Array y, mean, rstd;
-          };
-          const auto run = [&](bool together) {
-            Out o{Array(dt, rows, D, D + 1), Array(DType::f32, 1, rows), Array(DType::f32, 1, rows)};
-            ForwardArgs f;
-            f.kind = kind;
-            f.rows = rows;
-            f.D = D;
-            f.x = x.data();
-            f.x_stride = x.stride();
-            f.y = static_cast<unsigned char*>(o.y.data()) + dtype_size(dt);  // off alignment
-            f.y_stride = o.y.stride();
-            f.weight = w.data();
-            f.bias = kind == NormKind::layer_norm ? b.data() : nullptr;
-            f.weight_offset = kind == NormKind::rms_norm ? 0.5 : 0.0;
-            f.eps = 1e-5;
-            f.mean = kind == NormKind::layer_norm ? o.mean.data() : nullptr;
-            f.rstd = o.rstd.data();
-            f.x_dtype = f.w_dtype = dt;
-            const detail::ForwardStreams streams{stream, false};
-            for (std::int64_t r = 0; r < rows; r += together ? rows : 1) {
-              const std::int64_t e = together ? rows : r + 1;
-              if (kind == NormKind::layer_norm) detail::forward_rows<NormKind::layer_norm>(f, r, e, streams);
-              else detail::forward_rows<NormKind::rms_norm>(f, r, e, streams);
-            }
-            return o;
-          };
-          const Out together = run(true), alone = run(false);
-          same(together.y, alone.y, "y");
-          same(together.rstd, alone.rstd, "rstd");
-          same(together.mean, alone.mean, "mean");
-          if (HasFatalFailure()) return;
-          // The NaN row is NaN throughout (read one element on: y starts
-          // there), and the rows around it are not.
-          for (std::int64_t j = 0; j < D; ++j) ASSERT_TRUE(std::isnan(together.y.get(5, j + 1))) << j;
-          ASSERT_TRUE(std::isfinite(together.y.get(3, 2)) && std::isfinite(together.y.get(4, 2)));
+        const std::vector<DType> weights = dt == DType::f32 ? std::vector{dt} : std::vector{dt, DType::f32};
+        for (DType wt : weights) {
+          Array w(wt, 1, D), b(wt, 1, D);
+          fill_normal(w, rng, 1.0, 0.1);
+          fill_normal(b, rng, 0.0, 0.1);
+          for (bool stream : {true, false}) {
+            SCOPED_TRACE(std::string(dtype_name(dt)) + " " + std::string(norm_title(kind)) + " D=" + std::to_string(D) +
+                         " weight " + std::string(dtype_name(wt)) + (stream ? " streamed" : ""));
+            struct Out {
+              Array y, mean, rstd;
+            };
+            const auto run = [&](bool together) {
+              Out o{Array(dt, rows, D, D + 1), Array(DType::f32, 1, rows), Array(DType::f32, 1, rows)};
+              ForwardArgs f;
+              f.kind = kind;
+              f.rows = rows;
+              f.D = D;
+              f.x = x.data();
+              f.x_stride = x.stride();
+              f.y = static_cast<unsigned char*>(o.y.data()) + dtype_size(dt);  // off alignment
+              f.y_stride = o.y.stride();
+              f.weight = w.data();
+              f.bias = kind == NormKind::layer_norm ? b.data() : nullptr;
+              f.weight_offset = kind == NormKind::rms_norm ? 0.5 : 0.0;
+              f.eps = 1e-5;
+              f.mean = kind == NormKind::layer_norm ? o.mean.data() : nullptr;
+              f.rstd = o.rstd.data();
+              f.x_dtype = dt;
+              f.w_dtype = wt;
+              const detail::ForwardStreams streams{stream, false};
+              for (std::int64_t r = 0; r < rows; r += together ? rows : 1) {
+                const std::int64_t e = together ? rows : r + 1;
+                if (kind == NormKind::layer_norm) detail::forward_rows<NormKind::layer_norm>(f, r, e, streams);
+                else detail::forward_rows<NormKind::rms_norm>(f, r, e, streams);
+              }
+              return o;
+            };
+            const Out together = run(true), alone = run(false);
+            same(together.y, alone.y, "y");
+            same(together.rstd, alone.rstd, "rstd");
+            same(together.mean, alone.mean, "mean");
+            if (HasFatalFailure()) return;
+            // The NaN row is NaN throughout (read one element on: y starts
+            // there), and the rows around it are not.
+            for (std::int64_t j = 0; j < D; ++j) ASSERT_TRUE(std::isnan(together.y.get(5, j + 1))) << j;
+            ASSERT_TRUE(std::isfinite(together.y.get(3, 2)) && std::isfinite(together.y.get(4, 2)));
+          }
         }
       }
     }
