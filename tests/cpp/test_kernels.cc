@@ -903,6 +903,56 @@ TEST_P(Kernels, EachRowAsIfAlone) {
   }
 }
 
+// Bit for bit, but a NaN only as a NaN: which NaN operand an FMA passes on
+// depends on the operand order the compiler picks, not on the kernel. The
+// padding of each row is compared too: nothing is written outside a row.
+void expect_same_bits(const Array& a, const Array& b, const char* what) {
+  for (std::int64_t r = 0; r < a.rows(); ++r) {
+    for (std::int64_t j = 0; j < a.stride(); ++j) {
+      const double u = a.get(r, j), v = b.get(r, j);
+      if (std::isnan(u) && std::isnan(v)) continue;
+      ASSERT_EQ(std::bit_cast<std::uint64_t>(u), std::bit_cast<std::uint64_t>(v))
+          << what << "(" << r << ", " << j << "): " << u << " against " << v;
+    }
+  }
+}
+
+struct ForwardRowsOut {
+  Array y, mean, rstd;
+};
+
+// x's rows through the row loops: all rows in one range (`together`), or one
+// range per row. Each row of y starts one element past the row's alignment.
+ForwardRowsOut forward_rows_of(NormKind kind, const Array& x, const Array& w, const Array& b, bool stream,
+                               bool together) {
+  const DType dt = x.dtype();
+  const std::int64_t rows = x.rows(), D = x.cols();
+  ForwardRowsOut o{Array(dt, rows, D, D + 1), Array(DType::f32, 1, rows), Array(DType::f32, 1, rows)};
+  ForwardArgs f;
+  f.kind = kind;
+  f.rows = rows;
+  f.D = D;
+  f.x = x.data();
+  f.x_stride = x.stride();
+  f.y = static_cast<unsigned char*>(o.y.data()) + dtype_size(dt);
+  f.y_stride = o.y.stride();
+  f.weight = w.data();
+  f.bias = kind == NormKind::layer_norm ? b.data() : nullptr;
+  f.weight_offset = kind == NormKind::rms_norm ? 0.5 : 0.0;
+  f.eps = 1e-5;
+  f.mean = kind == NormKind::layer_norm ? o.mean.data() : nullptr;
+  f.rstd = o.rstd.data();
+  f.x_dtype = dt;
+  f.w_dtype = w.dtype();
+  const detail::ForwardStreams streams{stream, false};
+  for (std::int64_t r = 0; r < rows; r += together ? rows : 1) {
+    const std::int64_t e = together ? rows : r + 1;
+    if (kind == NormKind::layer_norm) detail::forward_rows<NormKind::layer_norm>(f, r, e, streams);
+    else detail::forward_rows<NormKind::rms_norm>(f, r, e, streams);
+  }
+  return o;
+}
+
 // Plain rows that a call takes several at a time must come out as the bits
 // of each row taken alone (a one-row range takes neither loop): f32 rows
 // whose y streams take the next row's statistics in blocks between blocks of
@@ -912,35 +962,22 @@ TEST_P(Kernels, EachRowAsIfAlone) {
 // Widths: just past the f32 rows left in order, a statistics chunk, several
 // chunks (paired with f32 parameters), just past the 16-bit rows left in
 // order (blocks with a partial last one), and a row fetched from within (in
-// order for every loop). x's
-// rows are strided (the fetches ahead follow the stride); y's rows start off
-// StreamPair's alignment, each at another offset (each block peels its own
-// head). Seven rows: three pairs and one left over. Among them a large mean
-// (the centred pass), a huge and a tiny row (the rescue, where the dtype
-// reaches it), and a NaN.
+// order for every loop). x's rows are strided (the fetches ahead follow the
+// stride); y's rows start off StreamPair's alignment, each at another offset
+// (each block peels its own head). Seven rows: three pairs and one left
+// over. Among them a large mean (the centred pass), a huge and a tiny row
+// (the rescue, where the dtype reaches it), and a NaN.
 TEST_P(Kernels, RowsTakenTogetherMatchRowsAlone) {
   std::mt19937_64 rng(15);
-  // Bit for bit, but a NaN only as a NaN: which NaN operand an FMA passes on
-  // depends on the operand order the compiler picks, not on the kernel.
-  const auto same = [](const Array& a, const Array& b, const char* what) {
-    for (std::int64_t r = 0; r < a.rows(); ++r) {
-      for (std::int64_t j = 0; j < a.stride(); ++j) {  // the padding too: nothing written outside a row
-        const double u = a.get(r, j), v = b.get(r, j);
-        if (std::isnan(u) && std::isnan(v)) continue;
-        ASSERT_EQ(std::bit_cast<std::uint64_t>(u), std::bit_cast<std::uint64_t>(v))
-            << what << "(" << r << ", " << j << "): " << u << " against " << v;
-      }
-    }
-  };
   for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
     // f16 has neither the range to overflow f32's squares nor values small
     // enough to underflow them.
     const double huge = dt == DType::f16 ? 1e4 : 1e20, tiny = dt == DType::f16 ? 1e-6 : 1e-41;
+    const std::vector<DType> weights = dt == DType::f32 ? std::vector{dt} : std::vector{dt, DType::f32};
     for (NormKind kind : {NormKind::layer_norm, NormKind::rms_norm}) {
       for (std::int64_t D : {std::int64_t{1025}, std::int64_t{2048}, std::int64_t{6250}, std::int64_t{9000},
                              std::int64_t{70001}}) {
-        const std::int64_t rows = 7;
-        Array x(dt, rows, D, D + 3);
+        Array x(dt, 7, D, D + 3);
         fill_normal(x, rng, 0.0, 1.0);
         for (std::int64_t j = 0; j < D; ++j) {
           x.set(1, j, 1e4 + x.get(1, j));
@@ -948,7 +985,6 @@ TEST_P(Kernels, RowsTakenTogetherMatchRowsAlone) {
           x.set(4, j, tiny * x.get(4, j));
         }
         x.set(5, 17, std::numeric_limits<double>::quiet_NaN());
-        const std::vector<DType> weights = dt == DType::f32 ? std::vector{dt} : std::vector{dt, DType::f32};
         for (DType wt : weights) {
           Array w(wt, 1, D), b(wt, 1, D);
           fill_normal(w, rng, 1.0, 0.1);
@@ -956,39 +992,11 @@ TEST_P(Kernels, RowsTakenTogetherMatchRowsAlone) {
           for (bool stream : {true, false}) {
             SCOPED_TRACE(std::string(dtype_name(dt)) + " " + std::string(norm_title(kind)) + " D=" + std::to_string(D) +
                          " weight " + std::string(dtype_name(wt)) + (stream ? " streamed" : ""));
-            struct Out {
-              Array y, mean, rstd;
-            };
-            const auto run = [&](bool together) {
-              Out o{Array(dt, rows, D, D + 1), Array(DType::f32, 1, rows), Array(DType::f32, 1, rows)};
-              ForwardArgs f;
-              f.kind = kind;
-              f.rows = rows;
-              f.D = D;
-              f.x = x.data();
-              f.x_stride = x.stride();
-              f.y = static_cast<unsigned char*>(o.y.data()) + dtype_size(dt);  // off alignment
-              f.y_stride = o.y.stride();
-              f.weight = w.data();
-              f.bias = kind == NormKind::layer_norm ? b.data() : nullptr;
-              f.weight_offset = kind == NormKind::rms_norm ? 0.5 : 0.0;
-              f.eps = 1e-5;
-              f.mean = kind == NormKind::layer_norm ? o.mean.data() : nullptr;
-              f.rstd = o.rstd.data();
-              f.x_dtype = dt;
-              f.w_dtype = wt;
-              const detail::ForwardStreams streams{stream, false};
-              for (std::int64_t r = 0; r < rows; r += together ? rows : 1) {
-                const std::int64_t e = together ? rows : r + 1;
-                if (kind == NormKind::layer_norm) detail::forward_rows<NormKind::layer_norm>(f, r, e, streams);
-                else detail::forward_rows<NormKind::rms_norm>(f, r, e, streams);
-              }
-              return o;
-            };
-            const Out together = run(true), alone = run(false);
-            same(together.y, alone.y, "y");
-            same(together.rstd, alone.rstd, "rstd");
-            same(together.mean, alone.mean, "mean");
+            const ForwardRowsOut together = forward_rows_of(kind, x, w, b, stream, true);
+            const ForwardRowsOut alone = forward_rows_of(kind, x, w, b, stream, false);
+            expect_same_bits(together.y, alone.y, "y");
+            expect_same_bits(together.rstd, alone.rstd, "rstd");
+            expect_same_bits(together.mean, alone.mean, "mean");
             if (HasFatalFailure()) return;
             // The NaN row is NaN throughout (read one element on: y starts
             // there), and the rows around it are not.
