@@ -22,7 +22,8 @@
 //   ForwardRowsWithParams  parameters arranged once for the range, or read as stored
 //   ForwardRowLoop         the rows, plain or fused; short 16-bit plain rows
 //                          pipelined (PlainRowsPipelined), wide f32 rows
-//                          streamed to memory interleaved (PlainRowsInterleaved)
+//                          streamed to memory interleaved (PlainRowsInterleaved),
+//                          wide 16-bit plain rows two at a time (PlainRowsPaired)
 //   StatsOfRow / FusedStatsOfRow, PrepareRow, WriteRow (OutputRow)   one row
 // Shapes: x, residual, h, y: (rows, D); weight, bias: (D); mean, rstd: (rows).
 //
@@ -708,22 +709,22 @@ void PlainRowsInterleaved(const ForwardArgs& a, std::int64_t begin, std::int64_t
   }
 }
 
-// Plain 16-bit LayerNorm rows two at a time: the statistics passes of both
-// rows, then their output passes in column blocks of kPairedBlock elements,
-// a block of each row in turn, so each block of the weight and bias (beyond
-// L1d at these widths) is read from L2 once per two rows, not once per row.
-// The output pass is elementwise and each block peels its own head for the
-// streamed stores, so each row's bits are the in-order loop's, bar a NaN's
-// sign or payload as in PlainRowsInterleaved. Taken where it paid, by the
-// parameters' bytes per element as read (TP): LayerNorm at 8192 < D <= 32768
-// with 16-bit parameters, at 4096 < D <= 65536 with 4-byte ones (f32, or
-// arranged as f32), which are twice the bytes per row. RMSNorm (one
-// parameter array) gained nothing; with 16-bit parameters, neither did
-// D = 8192, where in order a row and its parameters stay in L1d, nor
-// D = 65536 (docs/kernels.md, "Two rows at a time").
+// Plain 16-bit rows two at a time: the statistics passes of both rows, then
+// their output passes in column blocks of kPairedBlock elements, a block of
+// each row in turn, so each block of the parameters (beyond L1d at these
+// widths) is read from L2 once per two rows, not once per row. The output
+// pass is elementwise and each block peels its own head for the streamed
+// stores, so each row's bits are the in-order loop's, bar a NaN's sign or
+// payload as in PlainRowsInterleaved. Taken where it paid, by the
+// parameters' bytes per element as read (TP): with 4-byte parameters (f32,
+// or arranged as f32) at 4096 < D <= 65536; LayerNorm's two 16-bit arrays,
+// half those bytes, at 8192 < D <= 32768. RMSNorm's one 16-bit array gained
+// nothing; with 16-bit parameters, neither did D = 8192, where in order a
+// row and its parameters stay in L1d, nor D = 65536 (docs/kernels.md, "Two
+// rows at a time").
 inline constexpr std::size_t kPairedBlock = 1024;
-template <NormKind K, class TX>
-inline constexpr bool kMayPairRows = K == NormKind::layer_norm && sizeof(TX) == 2;
+template <NormKind K, class TX, class TP>
+inline constexpr bool kMayPairRows = sizeof(TX) == 2 && (K == NormKind::layer_norm || sizeof(TP) == 4);
 template <class TP>
 bool PairsRows(std::int64_t rows, std::size_t D) {
   if constexpr (sizeof(TP) == 4) return rows > 1 && D > 4096 && D <= 65536;
@@ -739,7 +740,8 @@ HWY_NOINLINE void WriteRowCall(DC dc, const TX* x, TX* y, const TP* w, const TP*
 template <NormKind K, class C, class TX, class TP>
 void PlainRowsPaired(const ForwardArgs& a, std::int64_t begin, std::int64_t end, const TP* w, const TP* b,
                      double offset, OutputOpts& opts) {
-  static_assert(kMayPairRows<K, TX>, "16-bit LayerNorm rows only (b + at is a bias block)");
+  static_assert(kMayPairRows<K, TX, TP>, "16-bit rows only");
+  constexpr bool kLayer = K == NormKind::layer_norm;
   const hn::ScalableTag<C> dc;
   static_assert(kPairedBlock % (2 * hn::MaxLanes(hn::ScalableTag<C>())) == 0, "blocks hold whole pairs");
   const std::size_t D = static_cast<std::size_t>(a.D);
@@ -765,8 +767,8 @@ void PlainRowsPaired(const ForwardArgs& a, std::int64_t begin, std::int64_t end,
     TX* y1 = RowPtr<TX>(a.y, a.y_stride, row + 1);
     for (std::size_t at = 0; at < D; at += kPairedBlock) {
       const std::size_t n = std::min(kPairedBlock, D - at);
-      WriteRowCall<K>(dc, x0 + at, y0 + at, w + at, b + at, n, f0, offset, opts);
-      WriteRowCall<K>(dc, x1 + at, y1 + at, w + at, b + at, n, f1, offset, opts);
+      WriteRowCall<K>(dc, x0 + at, y0 + at, w + at, kLayer ? b + at : b, n, f0, offset, opts);
+      WriteRowCall<K>(dc, x1 + at, y1 + at, w + at, kLayer ? b + at : b, n, f1, offset, opts);
     }
   }
   if (row < end) {  // an odd row out, in order
@@ -797,7 +799,7 @@ void ForwardRowLoop(const ForwardArgs& a, std::int64_t begin, std::int64_t end, 
       return;
     }
   }
-  if constexpr (kMayPairRows<K, TX>) {
+  if constexpr (kMayPairRows<K, TX, TP>) {
     if (!a.residual && PairsRows<TP>(end - begin, D)) {
       PlainRowsPaired<K, C, TX>(a, begin, end, w, b, offset, opts);
       if (stream.y) hwy::FlushStream();  // order the non-temporal stores before the join

@@ -956,9 +956,10 @@ ForwardRowsOut forward_rows_of(NormKind kind, const Array& x, const Array& w, co
 // Plain rows that a call takes several at a time must come out as the bits
 // of each row taken alone (a one-row range takes neither loop): f32 rows
 // whose y streams take the next row's statistics in blocks between blocks of
-// this row's output pass (PlainRowsInterleaved), and wide 16-bit LayerNorm
-// rows go two at a time in column blocks (PlainRowsPaired), streamed or not,
-// with their own parameters or f32 ones (paired from a narrower width).
+// this row's output pass (PlainRowsInterleaved), and wide 16-bit rows go two
+// at a time in column blocks (PlainRowsPaired), streamed or not: LayerNorm
+// with its own parameters, and either norm with f32 ones (paired from a
+// narrower width).
 // Widths: just past the f32 rows left in order, a statistics chunk, several
 // chunks (paired with f32 parameters), just past the 16-bit rows left in
 // order (blocks with a partial last one), and a row fetched from within (in
